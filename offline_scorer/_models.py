@@ -1,0 +1,506 @@
+"""Model cards and turning a model reference into a loaded model and tokenizer.
+
+A model reference is one of: the name of a card in ``models/`` (the embedded default is
+one), a local Hugging Face model directory, or a local ``.gguf`` file. Nothing here ever
+asks a model hub for anything: every load is ``local_files_only``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import json
+import logging
+import os
+import shutil
+import sys
+import time
+import uuid
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from offline_scorer._config import DType, Device, cache_dir
+from offline_scorer._exceptions import ModelLoadError, UnknownModelError
+from offline_scorer._resources import data_folder
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - exercised on Python 3.10 only
+    import tomli as tomllib
+
+if TYPE_CHECKING:
+    import torch
+    from transformers import PreTrainedModel, PreTrainedTokenizerBase
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_MODEL = "smollm2-135m-instruct"
+_PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt", ".pkl")
+_SIDECAR = "offline_scorer.json"
+
+
+class ModelSource(BaseModel):
+    """Where a model card's weights come from."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    kind: Literal["package-file", "path"]
+    package: str | None = None
+    module: str | None = None
+    file: str
+    size_bytes: int | None = None
+    sha256: str | None = None
+    install: str | None = None
+
+
+class ModelCard(BaseModel):
+    """One known model: where its weights are and how to run it."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str
+    description: str
+    license: str
+    parameters: int
+    context_length: int
+    chat_format: str
+    recommended_dtype: str = "auto"
+    recommended_batch_size: int = 8
+    source: ModelSource
+
+
+def list_model_cards() -> list[ModelCard]:
+    """Return every model card shipped in ``models/``, sorted by name."""
+    cards = []
+    for path in sorted(data_folder("models").glob("*.toml")):
+        with path.open("rb") as handle:
+            cards.append(ModelCard.model_validate(tomllib.load(handle)))
+    return cards
+
+
+def get_model_card(name: str) -> ModelCard:
+    """Return the card called ``name``.
+
+    Raises:
+        UnknownModelError: no card has that name; the message lists the known names.
+    """
+    cards = {card.name: card for card in list_model_cards()}
+    if name not in cards:
+        known = ", ".join(sorted(cards))
+        raise UnknownModelError(
+            f"Unknown model '{name}': it is not a model card name and no such path exists. "
+            f"Known model cards: {known}. Or pass a local Hugging Face model directory or a "
+            ".gguf file."
+        )
+    return cards[name]
+
+
+def card_weights_path(card: ModelCard) -> Path | None:
+    """Where the card's weight file is on this machine, or None when it is not installed."""
+    source = card.source
+    if source.kind == "path":
+        path = Path(source.file).expanduser()
+        return path if path.exists() else None
+    assert source.module is not None
+    # find_spec, not import: the package's __init__ imports dependencies we don't install.
+    spec = importlib.util.find_spec(source.module)
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    path = Path(next(iter(spec.submodule_search_locations))) / source.file
+    return path if path.exists() else None
+
+
+def sha256_of(path: Path) -> str:
+    """Hex sha256 of a file, read in 1 MiB blocks."""
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+@dataclass(frozen=True)
+class CardStatus:
+    """Whether a model card's weights are on this machine and intact."""
+
+    card: ModelCard
+    path: Path | None
+    size_bytes: int | None
+    checksum: Literal["ok", "mismatch", "unknown", "absent"]
+
+
+def card_status(card: ModelCard, *, verify: bool = True) -> CardStatus:
+    """Check a card against this machine (presence, size, and sha256 when ``verify``)."""
+    path = card_weights_path(card)
+    if path is None:
+        return CardStatus(card, None, None, "absent")
+    size = path.stat().st_size
+    if not verify or card.source.sha256 is None:
+        return CardStatus(card, path, size, "unknown")
+    ok = sha256_of(path) == card.source.sha256
+    return CardStatus(card, path, size, "ok" if ok else "mismatch")
+
+
+# --------------------------------------------------------------------------- resolution
+
+
+@dataclass(frozen=True)
+class ResolvedModel:
+    """A model reference turned into a concrete local source."""
+
+    kind: Literal["gguf", "hf-dir"]
+    path: Path
+    model_id: str
+    card: ModelCard | None = None
+
+
+def resolve_model(reference: str | os.PathLike[str]) -> ResolvedModel:
+    """Turn a card name, HF directory or .gguf path into a :class:`ResolvedModel`.
+
+    Raises:
+        UnknownModelError: neither a card name nor an existing path.
+        ModelLoadError: the card's weights are not installed, or the path holds no weights.
+    """
+    text = os.fspath(reference)
+    path = Path(text).expanduser()
+    if path.exists():
+        if path.is_file():
+            if path.suffix.lower() != ".gguf":
+                raise ModelLoadError(
+                    f"Model file {path} is not a .gguf file. Pass a .gguf file or a Hugging "
+                    "Face model directory (config.json plus *.safetensors)."
+                )
+            return ResolvedModel("gguf", path.resolve(), model_id=path.name)
+        _check_hf_directory(path, allow_pickle=True)  # presence only; safety checked at load
+        return ResolvedModel("hf-dir", path.resolve(), model_id=path.resolve().name)
+    if os.sep in text or text.endswith(".gguf"):
+        raise ModelLoadError(f"Model path {path} does not exist. Check the path and try again.")
+    card = get_model_card(text)
+    weights = card_weights_path(card)
+    if weights is None:
+        hint = f" Install it with: {card.source.install}" if card.source.install else ""
+        raise ModelLoadError(
+            f"The weights of model card '{card.name}' ({card.source.file}) are not on this "
+            f"machine.{hint}"
+        )
+    return ResolvedModel("gguf", weights, model_id=card.name, card=card)
+
+
+def _check_hf_directory(path: Path, *, allow_pickle: bool) -> None:
+    if not (path / "config.json").is_file():
+        raise ModelLoadError(
+            f"Model directory {path} has no config.json: it is not a Hugging Face model "
+            "directory. Pass a directory saved with save_pretrained(), or a .gguf file."
+        )
+    if any(path.glob("*.safetensors")):
+        return
+    pickles = [p.name for p in path.iterdir() if p.suffix in _PICKLE_SUFFIXES]
+    if not pickles:
+        raise ModelLoadError(
+            f"Model directory {path} contains no weights (*.safetensors). "
+            "Copy the model's safetensors files into it."
+        )
+    if not allow_pickle:
+        raise ModelLoadError(
+            f"Model directory {path} only has pickle weights ({', '.join(sorted(pickles))}). "
+            "Pickle files can run arbitrary code when loaded. Convert them to safetensors, "
+            "or pass allow_pickle=True (CLI: --allow-pickle) if you trust their origin."
+        )
+
+
+# --------------------------------------------------------------------------- loading
+
+
+@dataclass
+class LoadedModel:
+    """A model and tokenizer ready to generate, with what is known about them."""
+
+    model: PreTrainedModel
+    tokenizer: PreTrainedTokenizerBase
+    model_id: str
+    fingerprint: str
+    device: str
+    dtype: str
+    context_length: int
+    load_seconds: float
+    from_converted_cache: bool
+
+
+def load_model(
+    reference: str | os.PathLike[str] = DEFAULT_MODEL,
+    *,
+    device: Device = "auto",
+    dtype: DType = "auto",
+    trust_remote_code: bool = False,
+    allow_pickle: bool = False,
+    threads: int | None = None,
+) -> LoadedModel:
+    """Load a model reference for generation, fully offline.
+
+    GGUF weights (including the embedded default) are verified against their card's sha256,
+    dequantized once and cached as safetensors under the user cache folder
+    (``$OFFLINE_SCORER_CACHE``), keyed by the file's sha256, so later loads are fast.
+
+    Args:
+        reference: a model card name, a local Hugging Face model directory or a .gguf file.
+        device: ``auto`` picks CUDA, then Apple MPS, then CPU.
+        dtype: ``auto`` picks bfloat16/float16 on accelerators and float32 on CPU.
+        trust_remote_code: run custom modelling code shipped in a model directory.
+        allow_pickle: accept ``.bin``/``.pt`` (pickle) weights in a model directory.
+        threads: CPU threads for torch; defaults to the number of physical cores.
+
+    Returns:
+        The loaded model.
+
+    Raises:
+        UnknownModelError: the reference names nothing known.
+        ModelLoadError: weights missing, unsafe, corrupt or failing their checksum.
+
+    Example:
+        >>> loaded = load_model("smollm2-135m-instruct")  # doctest: +SKIP
+    """
+    from offline_scorer._offline import force_offline
+
+    force_offline()
+    started = time.perf_counter()
+    resolved = resolve_model(reference)
+    import torch
+
+    torch.set_num_threads(threads or physical_cores())
+    chosen_device = pick_device(device)
+    torch_dtype = pick_dtype(dtype, chosen_device)
+    if resolved.kind == "gguf":
+        directory, sha, from_cache = _converted_gguf(resolved)
+        fingerprint = f"{resolved.model_id}@sha256:{sha[:16]}"
+        model, tokenizer = _load_directory(
+            directory, chosen_device, torch_dtype, trust_remote_code=False, allow_pickle=False
+        )
+        _check_eos_against_sidecar(directory, model, tokenizer)
+    else:
+        _check_hf_directory(resolved.path, allow_pickle=allow_pickle)
+        if allow_pickle and not any(resolved.path.glob("*.safetensors")):
+            warnings.warn(
+                f"Loading pickle weights from {resolved.path}: only do this for files you trust.",
+                UserWarning,
+                stacklevel=2,
+            )
+        model, tokenizer = _load_directory(
+            resolved.path, chosen_device, torch_dtype, trust_remote_code, allow_pickle
+        )
+        fingerprint = f"{resolved.model_id}@{_directory_fingerprint(resolved.path)}"
+        from_cache = False
+    if not getattr(tokenizer, "chat_template", None):
+        raise ModelLoadError(
+            f"The tokenizer of {resolved.path} has no chat template; offline-scorer needs an "
+            "instruction model with a chat template."
+        )
+    return LoadedModel(
+        model=model,
+        tokenizer=tokenizer,
+        model_id=resolved.model_id,
+        fingerprint=fingerprint,
+        device=chosen_device,
+        dtype=str(torch_dtype).removeprefix("torch."),
+        context_length=_context_length(model, resolved.card),
+        load_seconds=time.perf_counter() - started,
+        from_converted_cache=from_cache,
+    )
+
+
+def physical_cores() -> int:
+    """Number of physical CPU cores available (hyper-threads don't speed up matmuls)."""
+    logical = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None
+    logical = logical or os.cpu_count() or 1
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return logical
+    cores = set()
+    physical = core = ""
+    for line in text.splitlines():
+        key, _, value = line.partition(":")
+        key, value = key.strip(), value.strip()
+        if key == "physical id":
+            physical = value
+        elif key == "core id":
+            core = value
+            cores.add((physical, core))
+    return max(1, min(logical, len(cores) or logical))
+
+
+def pick_device(device: Device) -> str:
+    """Resolve ``auto`` to the best available device; check a forced one exists."""
+    import torch
+
+    cuda = torch.cuda.is_available()
+    mps = bool(getattr(torch.backends, "mps", None) and torch.backends.mps.is_available())
+    if device == "auto":
+        return "cuda" if cuda else "mps" if mps else "cpu"
+    if (device == "cuda" and not cuda) or (device == "mps" and not mps):
+        raise ModelLoadError(f"Device '{device}' was requested but is not available here.")
+    return device
+
+
+def pick_dtype(dtype: DType, device: str) -> torch.dtype:
+    """Resolve ``auto``: bfloat16 on CUDA when supported, float16 on MPS, float32 on CPU."""
+    import torch
+
+    if dtype != "auto":
+        return getattr(torch, dtype)  # type: ignore[no-any-return]
+    if device == "cuda":
+        return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+    if device == "mps":
+        return torch.float16
+    return torch.float32
+
+
+def _load_directory(
+    path: Path,
+    device: str,
+    torch_dtype: torch.dtype,
+    trust_remote_code: bool,
+    allow_pickle: bool,
+) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    kwargs: dict[str, Any] = {
+        "dtype": torch_dtype,
+        "local_files_only": True,
+        "trust_remote_code": trust_remote_code,
+        "use_safetensors": not allow_pickle,
+    }
+    if device == "cuda":
+        # Spread a model larger than one GPU over the GPUs, then CPU memory.
+        kwargs["device_map"] = "auto"
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(
+            path, local_files_only=True, trust_remote_code=trust_remote_code
+        )
+        model = AutoModelForCausalLM.from_pretrained(path, **kwargs)
+    except Exception as error:
+        raise ModelLoadError(f"Could not load the model in {path}: {error}") from error
+    if device != "cuda":
+        model.to(device)
+    model.eval()
+    return model, tokenizer
+
+
+def _context_length(model: PreTrainedModel, card: ModelCard | None) -> int:
+    if card is not None:
+        return card.context_length
+    return int(getattr(model.config, "max_position_embeddings", 2048))
+
+
+def _directory_fingerprint(path: Path) -> str:
+    """A cheap identity for a model directory: its config and its weight files' sizes."""
+    digest = hashlib.sha256((path / "config.json").read_bytes())
+    for weights in sorted(path.glob("*.safetensors")):
+        digest.update(f"{weights.name}:{weights.stat().st_size}".encode())
+    return f"dir:{digest.hexdigest()[:16]}"
+
+
+# --------------------------------------------------------------------------- GGUF
+
+
+def converted_models_dir() -> Path:
+    """Folder holding safetensors copies of GGUF files, one sub-folder per file sha256."""
+    return cache_dir() / "converted"
+
+
+def _converted_gguf(resolved: ResolvedModel) -> tuple[Path, str, bool]:
+    """Verify a GGUF file and return (safetensors copy, sha256, copy already existed)."""
+    path = resolved.path
+    sha = sha256_of(path)
+    card = resolved.card
+    if card is not None and card.source.sha256 and sha != card.source.sha256:
+        raise ModelLoadError(
+            f"Checksum mismatch for {path}: sha256 is {sha}, model card '{card.name}' expects "
+            f"{card.source.sha256}. The file is corrupt or was replaced; reinstall it"
+            + (f" ({card.source.install})." if card.source.install else ".")
+        )
+    target = converted_models_dir() / sha
+    if (target / _SIDECAR).is_file():
+        return target, sha, True
+    _convert_gguf(path, sha, target)
+    return target, sha, False
+
+
+def _convert_gguf(path: Path, sha: str, target: Path) -> None:
+    """Dequantize a GGUF file into a safetensors directory, atomically."""
+    eos_id = _gguf_eos_id(path)
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    target.parent.mkdir(parents=True, exist_ok=True)
+    staging = target.parent / f".staging-{sha[:16]}-{uuid.uuid4().hex[:8]}"
+    try:
+        try:
+            tokenizer = AutoTokenizer.from_pretrained(
+                path.parent, gguf_file=path.name, local_files_only=True
+            )
+            model = AutoModelForCausalLM.from_pretrained(
+                path.parent, gguf_file=path.name, local_files_only=True
+            )
+        except Exception as error:
+            raise ModelLoadError(
+                f"Could not read the GGUF file {path}: {error}. The file may be truncated "
+                "or use an architecture transformers cannot load from GGUF."
+            ) from error
+        # transformers marks a GGUF-loaded model as quantized and refuses to save it; the
+        # weights are already dequantized in memory, so the markers can go.
+        model.hf_quantizer = None
+        model.is_quantized = False
+        if hasattr(model.config, "quantization_config"):
+            del model.config.quantization_config
+        model.save_pretrained(staging)
+        tokenizer.save_pretrained(staging)
+        sidecar = {"source": str(path), "sha256": sha, "gguf_eos_token_id": eos_id}
+        (staging / _SIDECAR).write_text(json.dumps(sidecar, indent=2))
+        try:
+            os.rename(staging, target)
+        except OSError:
+            # Another process finished the same conversion first: keep theirs.
+            if not (target / _SIDECAR).is_file():
+                raise
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+def _gguf_eos_id(path: Path) -> int | None:
+    """Read the end-of-sequence id from GGUF metadata; a clear error for a broken file."""
+    try:
+        from gguf import GGUFReader
+
+        reader = GGUFReader(path)
+        field = reader.fields.get("tokenizer.ggml.eos_token_id")
+        return int(field.contents()) if field is not None else None
+    except Exception as error:
+        raise ModelLoadError(
+            f"{path} is not a readable GGUF file ({type(error).__name__}: {error}). "
+            "It is probably truncated or corrupt: download or reinstall it."
+        ) from error
+
+
+def _check_eos_against_sidecar(
+    directory: Path, model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase
+) -> None:
+    """Refuse a model whose EOS id disagrees with its GGUF metadata.
+
+    Some transformers releases read the wrong EOS id from GGUF files; every free-text
+    generation then runs to its token limit. Better to stop loudly at load time.
+    """
+    expected = json.loads((directory / _SIDECAR).read_text()).get("gguf_eos_token_id")
+    if expected is None:
+        return
+    generation_eos = model.generation_config.eos_token_id
+    generation_ids = generation_eos if isinstance(generation_eos, list) else [generation_eos]
+    if tokenizer.eos_token_id != expected or expected not in generation_ids:
+        raise ModelLoadError(
+            f"End-of-sequence id mismatch: the GGUF file says {expected}, the tokenizer says "
+            f"{tokenizer.eos_token_id} and the generation config {generation_eos}. Upgrade "
+            "transformers (>= 5.24 reads it correctly) and delete the converted copy in "
+            f"{directory}."
+        )
