@@ -1,0 +1,100 @@
+"""offline-scorer: LLM-as-judge scorers on a local open-weights model, fully offline.
+
+Importing this package is cheap: torch, transformers and outlines load only when a model
+is loaded. Importing it also switches the Hugging Face libraries to offline mode.
+
+Example:
+    >>> from offline_scorer import create_answer_relevancy_scorer
+    >>> scorer = create_answer_relevancy_scorer()  # doctest: +SKIP
+    >>> scorer.run(input="What is the capital of France?", output="Paris.").score  # doctest: +SKIP
+    1.0
+"""
+
+from offline_scorer._offline import force_offline
+
+force_offline()
+
+from offline_scorer._cache import CachedJudge, ResultCache  # noqa: E402
+from offline_scorer._config import GenerationSettings  # noqa: E402
+from offline_scorer._exceptions import (  # noqa: E402
+    ConfigurationError,
+    ContextLengthError,
+    DataError,
+    JudgeOutputError,
+    ModelLoadError,
+    OfflineScorerError,
+    ReplayMissError,
+    ScorerRunError,
+    UnknownModelError,
+    UnknownScorerError,
+)
+from offline_scorer._judge import ItemUsage, Judge, JudgeCall, TransformersJudge  # noqa: E402
+from offline_scorer._models import (  # noqa: E402
+    DEFAULT_MODEL,
+    LoadedModel,
+    ModelCard,
+    list_model_cards,
+    load_model,
+)
+from offline_scorer._pipeline import (  # noqa: E402
+    NotScorable,
+    PromptStep,
+    Scorer,
+    Skip,
+    StepContext,
+    create_scorer,
+    not_scorable,
+)
+from offline_scorer._registry import get_scorer, scorer_ids  # noqa: E402
+from offline_scorer._replay import RecordingJudge, ReplayJudge  # noqa: E402
+from offline_scorer._results import ScoreResult, StepStats  # noqa: E402
+from offline_scorer.scorers import (  # noqa: E402
+    create_answer_relevancy_scorer,
+    create_answer_similarity_scorer,
+    relevancy_score,
+    round_half_up,
+    similarity_score,
+)
+
+__all__ = [
+    "CachedJudge",
+    "ConfigurationError",
+    "ContextLengthError",
+    "DEFAULT_MODEL",
+    "DataError",
+    "GenerationSettings",
+    "ItemUsage",
+    "Judge",
+    "JudgeCall",
+    "JudgeOutputError",
+    "LoadedModel",
+    "ModelCard",
+    "ModelLoadError",
+    "NotScorable",
+    "OfflineScorerError",
+    "PromptStep",
+    "RecordingJudge",
+    "ReplayJudge",
+    "ReplayMissError",
+    "ResultCache",
+    "ScoreResult",
+    "Scorer",
+    "ScorerRunError",
+    "Skip",
+    "StepContext",
+    "StepStats",
+    "TransformersJudge",
+    "UnknownModelError",
+    "UnknownScorerError",
+    "create_answer_relevancy_scorer",
+    "create_answer_similarity_scorer",
+    "create_scorer",
+    "get_scorer",
+    "list_model_cards",
+    "load_model",
+    "not_scorable",
+    "relevancy_score",
+    "round_half_up",
+    "scorer_ids",
+    "similarity_score",
+]

@@ -29,6 +29,14 @@ class GenerationSettings(BaseModel):
     max_new_tokens_text: int = Field(
         160, ge=8, le=4096, description="Token budget of one free-text answer (reasons)."
     )
+    max_string_chars: int = Field(
+        200,
+        ge=16,
+        description="Longest JSON string value; past it the model must close the string.",
+    )
+    max_sentences_text: int | None = Field(
+        2, ge=1, description="Stop a free-text answer after this many sentences (None: no limit)."
+    )
     batch_size: int = Field(
         8, ge=1, le=1024, description="Prompts per forward pass; larger batches use more memory."
     )
@@ -39,6 +47,8 @@ class GenerationSettings(BaseModel):
             "decoding": "greedy",
             "max_new_tokens_json": self.max_new_tokens_json,
             "max_new_tokens_text": self.max_new_tokens_text,
+            "max_string_chars": self.max_string_chars,
+            "max_sentences_text": self.max_sentences_text,
         }
 
 

@@ -10,6 +10,11 @@ may come next. Two things here differ from Outlines' own generator, both measure
 * the token mask is applied with plain eager torch ops. Outlines' torch kernel is wrapped in
   ``torch.compile``, which costs about 16 s on the first call in a process on this CPU.
 
+* a cap on the length of every JSON string (``max_string_chars``): a small model can
+  loop inside a string ("the answer is yes. the answer is yes. ...") until its token budget
+  runs out. Past the cap, the row may only pick tokens that close the string (a regex
+  ``maxLength`` would do the same, but multiplies the index size and compile time).
+
 Indexes are compiled once per schema and reused for every later call.
 """
 
@@ -31,6 +36,8 @@ class SchemaCompiler:
         self._tokenizer = tokenizer
         self._vocabulary: Vocabulary | None = None
         self._indexes: dict[str, Index] = {}
+        self._token_texts: list[str] | None = None
+        self._quote_tokens: torch.Tensor | None = None
 
     @property
     def compiled_count(self) -> int:
@@ -49,6 +56,27 @@ class SchemaCompiler:
             index = Index(regex, self._get_vocabulary())
             self._indexes[schema_json] = index
         return index
+
+    def token_texts(self) -> list[str]:
+        """The text of every token id (used to follow JSON string state)."""
+        if self._token_texts is None:
+            from outlines.models.transformers import TransformerTokenizer
+
+            adapter = TransformerTokenizer(self._tokenizer)
+            size = len(self._tokenizer)
+            tokens = self._tokenizer.convert_ids_to_tokens(list(range(size)))
+            self._token_texts = [adapter.convert_token_to_string(t) if t else "" for t in tokens]
+        return self._token_texts
+
+    def quote_tokens(self, vocab_size: int) -> torch.Tensor:
+        """A boolean vector: which token ids contain a double quote."""
+        if self._quote_tokens is None or self._quote_tokens.shape[0] != vocab_size:
+            import torch
+
+            texts = self.token_texts()
+            flags = [i < len(texts) and '"' in texts[i] for i in range(vocab_size)]
+            self._quote_tokens = torch.tensor(flags, dtype=torch.bool)
+        return self._quote_tokens
 
     def _get_vocabulary(self) -> Vocabulary:
         if self._vocabulary is None:
@@ -72,11 +100,14 @@ class PerRowSchemaProcessor:
     pads them until the whole batch is done.
     """
 
-    def __init__(self, indexes: Sequence[Index]):
+    def __init__(self, indexes: Sequence[Index], compiler: SchemaCompiler, max_string_chars: int):
         self._indexes = list(indexes)
+        self._compiler = compiler
+        self._max_string_chars = max_string_chars
         self._guides: list[Any] | None = None
         self._mask: torch.Tensor | None = None
         self._bit_positions: torch.Tensor | None = None
+        self._strings: list[_StringState] = [_StringState() for _ in self._indexes]
 
     def finished(self, row: int) -> bool:
         """Whether the JSON of ``row`` is complete."""
@@ -98,13 +129,54 @@ class PerRowSchemaProcessor:
         for row, guide in enumerate(self._guides):
             fill_next_token_bitmask(guide, self._mask[row : row + 1])
         allowed = ((self._mask.unsqueeze(-1) >> self._bit_positions) & 1).bool()
-        allowed = allowed.view(batch, -1)[:, :vocab].to(scores.device)
-        return scores.masked_fill(~allowed, float("-inf"))
+        allowed = allowed.view(batch, -1)[:, :vocab]
+        self._cap_strings(allowed)
+        return scores.masked_fill(~allowed.to(scores.device), float("-inf"))
 
     def _advance(self, input_ids: torch.Tensor) -> None:
         assert self._guides is not None
+        texts = self._compiler.token_texts()
         last_tokens = input_ids[:, -1].tolist()
-        for guide, token in zip(self._guides, last_tokens):
+        for guide, state, token in zip(self._guides, self._strings, last_tokens):
             # A finished guide has nothing to advance; the row is only being padded.
             if not guide.is_finished():
                 guide.advance(token_id=token, return_tokens=False)
+                state.feed(texts[token] if token < len(texts) else "")
+
+    def _cap_strings(self, allowed: torch.Tensor) -> None:
+        quotes: torch.Tensor | None = None
+        for row, state in enumerate(self._strings):
+            if state.inside and state.length >= self._max_string_chars:
+                if quotes is None:
+                    quotes = self._compiler.quote_tokens(allowed.shape[1])
+                closing = allowed[row] & quotes
+                # Only narrow when the schema allows a closing token here (a constant
+                # string longer than the cap must still be written out in full).
+                if bool(closing.any()):
+                    allowed[row] = closing
+
+
+class _StringState:
+    """Follows whether generated JSON text is inside a string, and how long it is."""
+
+    __slots__ = ("escaped", "inside", "length")
+
+    def __init__(self) -> None:
+        self.inside = False
+        self.escaped = False
+        self.length = 0
+
+    def feed(self, text: str) -> None:
+        for char in text:
+            if not self.inside:
+                if char == '"':
+                    self.inside, self.length = True, 0
+            elif self.escaped:
+                self.escaped = False
+                self.length += 1
+            elif char == "\\":
+                self.escaped = True
+            elif char == '"':
+                self.inside = False
+            else:
+                self.length += 1

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar, runtime_check
 
 from pydantic import BaseModel, ValidationError
 
-from offline_scorer._config import DType, Device, GenerationSettings
+from offline_scorer._config import Device, DType, GenerationSettings
 from offline_scorer._exceptions import (
     ConfigurationError,
     ContextLengthError,
@@ -25,7 +25,13 @@ from offline_scorer._exceptions import (
     OfflineScorerError,
 )
 from offline_scorer._keys import Prompt, schema_text
-from offline_scorer._models import DEFAULT_MODEL, LoadedModel, load_model
+from offline_scorer._models import (
+    DEFAULT_MODEL,
+    LoadedModel,
+    load_model,
+    model_fingerprint,
+    resolve_model,
+)
 
 if TYPE_CHECKING:
     import torch
@@ -149,6 +155,7 @@ class _Encoded:
 
     position: int
     token_ids: list[int]
+    prefill: str = ""
 
 
 class TransformersJudge:
@@ -195,6 +202,7 @@ class TransformersJudge:
         }
         self._loaded: LoadedModel | None = model if isinstance(model, LoadedModel) else None
         self._compiler: Any = None
+        self._fingerprint: str | None = None
         self._lock = threading.Lock()
         self._calls: list[JudgeCall] = []
 
@@ -222,8 +230,13 @@ class TransformersJudge:
 
     @property
     def fingerprint(self) -> str:
-        """Identity of the weights (name plus checksum); loads the model."""
-        return self.load().fingerprint
+        """Identity of the weights (name plus checksum), known without loading them."""
+        if self._loaded is not None:
+            return self._loaded.fingerprint
+        if self._fingerprint is None:
+            assert not isinstance(self._reference, LoadedModel)
+            self._fingerprint = model_fingerprint(resolve_model(self._reference))
+        return self._fingerprint
 
     @property
     def call_log(self) -> list[JudgeCall]:
@@ -271,6 +284,12 @@ class TransformersJudge:
     ) -> list[Any]:
         """Generate one free-text answer per prompt (greedy, bounded).
 
+        Generation of a row stops at its end-of-sequence token, at
+        ``settings.max_sentences_text`` complete sentences, or at its token budget.
+
+        When a prompt ends with an assistant message, the model continues that message and
+        the answer starts with it (a prefill that fixes how the answer begins).
+
         An answer cut by the token budget is trimmed back to its last full sentence and
         marked ``truncated`` in the call log.
         """
@@ -311,9 +330,16 @@ class TransformersJudge:
         if not messages:
             raise ConfigurationError(f"Prompt {position} has no messages.")
         # The chat template renders the messages exactly once; the ids go straight to the model.
-        text = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+        # A final assistant message is a prefill: the model continues it.
+        prefill = messages[-1]["role"] == "assistant"
+        text = tokenizer.apply_chat_template(
+            messages,
+            tokenize=False,
+            add_generation_prompt=not prefill,
+            continue_final_message=prefill,
+        )
         ids = tokenizer(text, add_special_tokens=False)["input_ids"]
-        return _Encoded(position, list(ids))
+        return _Encoded(position, list(ids), messages[-1]["content"] if prefill else "")
 
     def _check_lengths(
         self,
@@ -382,6 +408,7 @@ class TransformersJudge:
                         raw_output=text,
                     )
             else:
+                text = _join_prefill(item.prefill, text)
                 result = trim_to_sentence(text.strip()) if truncated else text.strip()
             results[item.position] = result
             usages[item.position] = ItemUsage(
@@ -393,14 +420,15 @@ class TransformersJudge:
 
         if self._compiler is None:
             self._compiler = SchemaCompiler(self.load().tokenizer)
-        return PerRowSchemaProcessor([self._compiler.index_for(text) for text in schema_texts])
+        indexes = [self._compiler.index_for(text) for text in schema_texts]
+        return PerRowSchemaProcessor(indexes, self._compiler, self.settings.max_string_chars)
 
     def _forward(
         self, chunk: list[_Encoded], budget: int, processor: Any
     ) -> list[tuple[list[int], bool]]:
         """Run one left-padded greedy generation; return (new ids, ended with EOS) per row."""
         import torch
-        from transformers import GenerationConfig, LogitsProcessorList
+        from transformers import GenerationConfig, LogitsProcessorList, StoppingCriteriaList
 
         loaded = self.load()
         tokenizer, model = loaded.tokenizer, loaded.model
@@ -415,6 +443,11 @@ class TransformersJudge:
             bos_token_id=model.generation_config.bos_token_id,
         )
         processors = LogitsProcessorList([processor] if processor is not None else [])
+        stopping = None
+        if processor is None and self.settings.max_sentences_text:
+            stopping = StoppingCriteriaList(
+                [_SentenceLimit(tokenizer, input_ids.shape[1], self.settings.max_sentences_text)]
+            )
         device = model.device
         with torch.inference_mode():
             output = model.generate(
@@ -422,9 +455,39 @@ class TransformersJudge:
                 attention_mask=attention.to(device),
                 generation_config=config,
                 logits_processor=processors,
+                stopping_criteria=stopping,
             )
         new_tokens = output[:, input_ids.shape[1] :].tolist()
         return [_cut_at_eos(row, eos_ids) for row in new_tokens]
+
+
+class _SentenceLimit:
+    """Stops a free-text row once it has written ``limit`` full sentences.
+
+    A small model tends to repeat itself after its point is made; reasons are meant to be
+    one or two sentences.
+    """
+
+    def __init__(self, tokenizer: Any, prompt_length: int, limit: int):
+        self._tokenizer = tokenizer
+        self._start = prompt_length
+        self._limit = limit
+
+    def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor, **_: Any) -> torch.Tensor:
+        import torch
+
+        done = []
+        for row in input_ids[:, self._start :].tolist():
+            text = self._tokenizer.decode(row, skip_special_tokens=True)
+            done.append(count_sentences(text) >= self._limit)
+        return torch.tensor(done, dtype=torch.bool, device=input_ids.device)
+
+
+def count_sentences(text: str) -> int:
+    """Sentences that are complete (a terminator followed by white space or the end)."""
+    import re
+
+    return len(re.findall(r"[.!?](?=\s)", text + " ")) if text.strip() else 0
 
 
 def _eos_ids(model: Any, tokenizer: Any) -> list[int]:
@@ -454,6 +517,14 @@ def _cut_at_eos(row: list[int], eos_ids: list[int]) -> tuple[list[int], bool]:
         if token in eos_ids:
             return row[:position], True
     return row, False
+
+
+def _join_prefill(prefill: str, continuation: str) -> str:
+    if not prefill:
+        return continuation
+    if prefill.endswith((" ", "\n")) or continuation.startswith((" ", "\n", ",", ".")):
+        return prefill + continuation
+    return f"{prefill} {continuation}"
 
 
 def trim_to_sentence(text: str) -> str:

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from offline_scorer._config import DType, Device, cache_dir
+from offline_scorer._config import Device, DType, cache_dir
 from offline_scorer._exceptions import ModelLoadError, UnknownModelError
 from offline_scorer._resources import data_folder
 
@@ -114,8 +114,20 @@ def card_weights_path(card: ModelCard) -> Path | None:
     return path if path.exists() else None
 
 
+_SHA_MEMO: dict[tuple[str, int, int], str] = {}
+
+
 def sha256_of(path: Path) -> str:
-    """Hex sha256 of a file, read in 1 MiB blocks."""
+    """Hex sha256 of a file, read in 1 MiB blocks (memoized per path, size and mtime)."""
+    stat = path.stat()
+    memo_key = (str(path.resolve()), stat.st_size, stat.st_mtime_ns)
+    if memo_key in _SHA_MEMO:
+        return _SHA_MEMO[memo_key]
+    _SHA_MEMO[memo_key] = _hash_file(path)
+    return _SHA_MEMO[memo_key]
+
+
+def _hash_file(path: Path) -> str:
     digest = hashlib.sha256()
     with path.open("rb") as handle:
         for block in iter(lambda: handle.read(1 << 20), b""):
@@ -188,6 +200,13 @@ def resolve_model(reference: str | os.PathLike[str]) -> ResolvedModel:
             f"machine.{hint}"
         )
     return ResolvedModel("gguf", weights, model_id=card.name, card=card)
+
+
+def model_fingerprint(resolved: ResolvedModel) -> str:
+    """Identity of a resolved model's weights, computed without loading them."""
+    if resolved.kind == "gguf":
+        return f"{resolved.model_id}@sha256:{sha256_of(resolved.path)[:16]}"
+    return f"{resolved.model_id}@{_directory_fingerprint(resolved.path)}"
 
 
 def _check_hf_directory(path: Path, *, allow_pickle: bool) -> None:
@@ -274,8 +293,7 @@ def load_model(
     chosen_device = pick_device(device)
     torch_dtype = pick_dtype(dtype, chosen_device)
     if resolved.kind == "gguf":
-        directory, sha, from_cache = _converted_gguf(resolved)
-        fingerprint = f"{resolved.model_id}@sha256:{sha[:16]}"
+        directory, from_cache = _converted_gguf(resolved)
         model, tokenizer = _load_directory(
             directory, chosen_device, torch_dtype, trust_remote_code=False, allow_pickle=False
         )
@@ -291,7 +309,6 @@ def load_model(
         model, tokenizer = _load_directory(
             resolved.path, chosen_device, torch_dtype, trust_remote_code, allow_pickle
         )
-        fingerprint = f"{resolved.model_id}@{_directory_fingerprint(resolved.path)}"
         from_cache = False
     if not getattr(tokenizer, "chat_template", None):
         raise ModelLoadError(
@@ -302,7 +319,7 @@ def load_model(
         model=model,
         tokenizer=tokenizer,
         model_id=resolved.model_id,
-        fingerprint=fingerprint,
+        fingerprint=model_fingerprint(resolved),
         device=chosen_device,
         dtype=str(torch_dtype).removeprefix("torch."),
         context_length=_context_length(model, resolved.card),
@@ -411,8 +428,8 @@ def converted_models_dir() -> Path:
     return cache_dir() / "converted"
 
 
-def _converted_gguf(resolved: ResolvedModel) -> tuple[Path, str, bool]:
-    """Verify a GGUF file and return (safetensors copy, sha256, copy already existed)."""
+def _converted_gguf(resolved: ResolvedModel) -> tuple[Path, bool]:
+    """Verify a GGUF file and return (safetensors copy, whether the copy already existed)."""
     path = resolved.path
     sha = sha256_of(path)
     card = resolved.card
@@ -424,9 +441,9 @@ def _converted_gguf(resolved: ResolvedModel) -> tuple[Path, str, bool]:
         )
     target = converted_models_dir() / sha
     if (target / _SIDECAR).is_file():
-        return target, sha, True
+        return target, True
     _convert_gguf(path, sha, target)
-    return target, sha, False
+    return target, False
 
 
 def _convert_gguf(path: Path, sha: str, target: Path) -> None:

@@ -1,0 +1,445 @@
+"""Scorers as pipelines of up to four steps, run stage by stage over a batch of runs.
+
+The steps run in this order: ``preprocess``, ``analyze``, ``generate_score``,
+``generate_reason``. A step is a :class:`PromptStep` (the judge answers a rendered prompt,
+constrained to a schema or as free text) or a plain function of the :class:`StepContext`.
+``run_batch`` sends every pending run's prompt of one stage to the judge in ONE call, then
+moves to the next stage; ``run`` is ``run_batch`` of one run.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Union
+
+from pydantic import BaseModel
+
+from offline_scorer._exceptions import ConfigurationError, ScorerRunError
+from offline_scorer._judge import ItemUsage, Judge
+from offline_scorer._keys import Prompt
+from offline_scorer._results import STEP_ORDER, ScoreResult, StepStats
+from offline_scorer._text import extract_text
+
+
+@dataclass(frozen=True)
+class NotScorable:
+    """Returned by a step to stop its run without a score; ``reason`` says why."""
+
+    reason: str
+
+
+def not_scorable(reason: str) -> NotScorable:
+    """Mark a run as not scorable, from inside a step.
+
+    Example:
+        >>> def preprocess(ctx):
+        ...     return not_scorable("no answer given") if not ctx.output_text else {}
+    """
+    return NotScorable(reason)
+
+
+@dataclass(frozen=True)
+class Skip:
+    """Returned by a prompt step's renderer: use ``result`` without asking the judge."""
+
+    result: Any
+
+
+@dataclass
+class StepContext:
+    """What a step sees: the run, the scorer options, and the earlier steps' results."""
+
+    run_id: str
+    input: Any
+    output: Any
+    ground_truth: Any
+    request_context: dict[str, Any] | None
+    input_text: str
+    output_text: str
+    options: Any
+    language: str
+    results: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def preprocess_result(self) -> Any:
+        """The preprocess step's result (None when the scorer has none)."""
+        return self.results.get("preprocess")
+
+    @property
+    def analyze_result(self) -> Any:
+        """The analyze step's result (None when the scorer has none)."""
+        return self.results.get("analyze")
+
+    @property
+    def score(self) -> Any:
+        """The score computed by ``generate_score`` (available to ``generate_reason``)."""
+        return self.results.get("generate_score")
+
+
+Renderer = Callable[[StepContext], Prompt | Skip | NotScorable]
+SchemaFor = Union[type[BaseModel], Callable[[StepContext], type[BaseModel]], None]
+
+
+@dataclass(frozen=True)
+class PromptStep:
+    """A step answered by the judge.
+
+    Args:
+        render: builds the chat messages for one run (or returns :class:`Skip` /
+            :class:`NotScorable`).
+        schema: the pydantic model the answer must match, or a function building one per
+            run; None means a free-text answer.
+        to_result: turns the judge's answer into the stored step result (default: the
+            validated object as a dict, or the text).
+    """
+
+    render: Renderer
+    schema: SchemaFor = None
+    to_result: Callable[[StepContext, Any], Any] | None = None
+
+
+FunctionStep = Callable[[StepContext], Any]
+Step = Union[PromptStep, FunctionStep]
+
+
+@dataclass
+class _Run:
+    context: StepContext
+    result: ScoreResult
+    done: bool = False
+
+
+class Scorer:
+    """A named pipeline of steps sharing one judge. Build it with :func:`create_scorer`."""
+
+    def __init__(
+        self,
+        *,
+        id: str,
+        name: str,
+        description: str,
+        judge: Judge | Callable[[], Judge] | None,
+        steps: Mapping[str, Step],
+        options: BaseModel | None = None,
+        language: str = "en",
+    ):
+        self.id = id
+        self.name = name
+        self.description = description
+        self.options = options
+        self.language = language
+        self.steps = dict(steps)
+        self._judge_source = judge
+        self._judge: Judge | None = None if callable(judge) and not _is_judge(judge) else judge  # type: ignore[assignment]
+
+    @property
+    def judge(self) -> Judge:
+        """The judge (built on first use when the scorer was given a model reference)."""
+        if self._judge is None:
+            if self._judge_source is None:
+                raise ConfigurationError(f"Scorer '{self.id}' has prompt steps but no judge.")
+            self._judge = self._judge_source()  # type: ignore[operator]
+        return self._judge
+
+    def options_dict(self) -> dict[str, Any]:
+        """The options this scorer runs with, as a plain dict."""
+        return self.options.model_dump() if self.options is not None else {}
+
+    def run(
+        self,
+        *,
+        input: Any = None,
+        output: Any = None,
+        ground_truth: Any = None,
+        run_id: str | None = None,
+        request_context: dict[str, Any] | None = None,
+    ) -> ScoreResult:
+        """Score one run.
+
+        Returns:
+            The result; its status is ``scored`` or ``not_scorable``.
+
+        Raises:
+            ScorerRunError: a step failed (``Scorer run failed: ...``, with partial results).
+            TypeError: ``input`` or ``output`` is not an accepted shape.
+        """
+        request = {
+            "input": input,
+            "output": output,
+            "ground_truth": ground_truth,
+            "run_id": run_id,
+            "request_context": request_context,
+        }
+        result = self.run_batch([request])[0]
+        if result.status == "failed":
+            raise ScorerRunError(
+                result.error or "Scorer run failed",
+                step=result.failed_step or "?",
+                partial=result.model_dump(),
+            )
+        return result
+
+    def run_batch(self, runs: Iterable[Mapping[str, Any]]) -> list[ScoreResult]:
+        """Score many runs, one judge call per stage for the whole batch.
+
+        Each run is a mapping with ``input``, ``output`` and optionally ``ground_truth``,
+        ``run_id`` and ``request_context``. A run whose step fails is returned with status
+        ``failed``; the other runs of the batch keep going.
+
+        Raises:
+            TypeError: a run's ``input`` or ``output`` is not an accepted shape (checked for
+                every run before any model call).
+        """
+        states = [self._start(position, run) for position, run in enumerate(runs)]
+        for step_name in STEP_ORDER:
+            step = self.steps.get(step_name)
+            pending = [state for state in states if not state.done]
+            if step is None or not pending:
+                continue
+            if isinstance(step, PromptStep):
+                self._prompt_stage(step_name, step, pending)
+            else:
+                self._function_stage(step_name, step, pending)
+        for state in states:
+            if not state.done:
+                state.result.status = "scored"
+                state.result.score = state.context.results.get("generate_score")
+        return [state.result for state in states]
+
+    # ----------------------------------------------------------------- stages
+
+    def _start(self, position: int, run: Mapping[str, Any]) -> _Run:
+        if not isinstance(run, Mapping):
+            raise TypeError(f"run {position}: expected a dict, got {type(run).__name__}.")
+        run_id = str(run.get("run_id") or uuid.uuid4())
+        context = StepContext(
+            run_id=run_id,
+            input=run.get("input"),
+            output=run.get("output"),
+            ground_truth=run.get("ground_truth"),
+            request_context=run.get("request_context"),
+            input_text=extract_text(
+                run.get("input"), side="input", field=f"runs[{position}].input"
+            ),
+            output_text=extract_text(
+                run.get("output"), side="output", field=f"runs[{position}].output"
+            ),
+            options=self.options,
+            language=self.language,
+        )
+        result = ScoreResult(
+            run_id=run_id,
+            scorer_id=self.id,
+            scorer_options=self.options_dict(),
+            status="failed",  # until the run completes
+            input=context.input,
+            output=context.output,
+            ground_truth=context.ground_truth,
+            request_context=context.request_context,
+            language=self.language,
+        )
+        return _Run(context, result)
+
+    def _prompt_stage(self, name: str, step: PromptStep, pending: list[_Run]) -> None:
+        asking: list[tuple[_Run, Prompt, type[BaseModel] | None]] = []
+        for state in pending:
+            started = time.perf_counter()
+            try:
+                rendered = step.render(state.context)
+                if isinstance(rendered, (Skip, NotScorable)):
+                    self._settle(name, state, rendered, started)
+                    continue
+                schema = (
+                    step.schema(state.context) if _is_schema_factory(step.schema) else step.schema
+                )  # type: ignore[operator]
+            except Exception as error:
+                self._fail(name, state, error)
+                continue
+            setattr(state.result, f"{name}_prompt", [dict(m) for m in rendered])
+            asking.append((state, rendered, schema))  # type: ignore[arg-type]
+        if not asking:
+            return
+        self._ask_judge(name, step, asking)
+
+    def _ask_judge(
+        self,
+        name: str,
+        step: PromptStep,
+        asking: list[tuple[_Run, Prompt, type[BaseModel] | None]],
+    ) -> None:
+        prompts = [prompt for _, prompt, _ in asking]
+        json_step = asking[0][2] is not None
+        try:
+            judge = self.judge
+            if json_step:
+                schemas = [schema for _, _, schema in asking]
+                answers = judge.generate_json(prompts, schemas, return_exceptions=True)  # type: ignore[arg-type]
+            else:
+                answers = judge.generate_text(prompts, return_exceptions=True)
+        except Exception as error:
+            for state, _, _ in asking:
+                self._fail(name, state, error)
+            return
+        usage = judge.call_log[-1].items if judge.call_log else []
+        for position, ((state, _, _), answer) in enumerate(zip(asking, answers)):
+            state.result.model_id = judge.model_id
+            state.result.model_fingerprint = judge.fingerprint
+            item = usage[position] if position < len(usage) else ItemUsage(0, 0, 0.0)
+            state.result.steps[name] = StepStats(
+                seconds=item.seconds,
+                prompt_tokens=item.prompt_tokens,
+                generated_tokens=item.generated_tokens,
+                model_call=True,
+                cached=item.cached,
+                truncated=item.truncated,
+            )
+            if isinstance(answer, BaseException):
+                self._fail(name, state, answer)
+                continue
+            try:
+                value = step.to_result(state.context, answer) if step.to_result else _plain(answer)
+            except Exception as error:
+                self._fail(name, state, error)
+                continue
+            self._store(name, state, value)
+
+    def _function_stage(self, name: str, step: FunctionStep, pending: list[_Run]) -> None:
+        for state in pending:
+            started = time.perf_counter()
+            try:
+                value = step(state.context)
+                if name == "generate_score" and not isinstance(value, NotScorable):
+                    value = _check_score(value)
+            except Exception as error:
+                self._fail(name, state, error)
+                continue
+            self._settle(name, state, value, started)
+
+    # ----------------------------------------------------------------- bookkeeping
+
+    def _settle(self, name: str, state: _Run, value: Any, started: float) -> None:
+        state.result.steps[name] = StepStats(seconds=time.perf_counter() - started)
+        if isinstance(value, NotScorable):
+            state.result.status = "not_scorable"
+            state.result.not_scorable_reason = value.reason
+            state.done = True
+            return
+        self._store(name, state, value.result if isinstance(value, Skip) else value)
+
+    def _store(self, name: str, state: _Run, value: Any) -> None:
+        state.context.results[name] = value
+        if name in ("preprocess", "analyze"):
+            setattr(state.result, f"{name}_step_result", value)
+        elif name == "generate_score":
+            state.result.score = value
+        elif name == "generate_reason":
+            state.result.reason = value if isinstance(value, str) else str(value)
+
+    def _fail(self, name: str, state: _Run, error: BaseException) -> None:
+        state.result.status = "failed"
+        state.result.score = None
+        state.result.failed_step = name
+        state.result.error = (
+            f"Scorer run failed: step '{name}' of scorer '{self.id}' (run {state.context.run_id}): "
+            f"{type(error).__name__}: {error}"
+        )
+        state.done = True
+
+
+def create_scorer(
+    *,
+    id: str,
+    name: str | None = None,
+    description: str = "",
+    judge: Judge | Callable[[], Judge] | None = None,
+    preprocess: Step | None = None,
+    analyze: Step | None = None,
+    generate_score: FunctionStep | None = None,
+    generate_reason: Step | None = None,
+    options: BaseModel | None = None,
+    language: str = "en",
+) -> Scorer:
+    """Build a scorer from up to four steps.
+
+    Args:
+        id: the scorer id recorded in every result.
+        name: a human name (defaults to the id).
+        description: what the scorer measures.
+        judge: the judge for prompt steps, or a function building it on first use.
+        preprocess: optional first step (prompt step or function).
+        analyze: optional second step (prompt step or function).
+        generate_score: required; a pure function returning a number or
+            :func:`not_scorable`.
+        generate_reason: optional last step (prompt step or function).
+        options: the scorer's options (recorded in each result).
+        language: prompt language passed to the steps.
+
+    Raises:
+        ConfigurationError: ``generate_score`` is missing, or a prompt step has no judge.
+
+    Example:
+        >>> scorer = create_scorer(id="length", generate_score=lambda ctx: len(ctx.output_text))
+        >>> scorer.run(input="q", output="four").score
+        4.0
+    """
+    if generate_score is None or isinstance(generate_score, PromptStep):
+        raise ConfigurationError(
+            f"Scorer '{id}' needs a generate_score step: a plain function that computes the "
+            "score from the earlier step results."
+        )
+    steps: dict[str, Step] = {"generate_score": generate_score}
+    for step_name, step in (
+        ("preprocess", preprocess),
+        ("analyze", analyze),
+        ("generate_reason", generate_reason),
+    ):
+        if step is None:
+            continue
+        if not isinstance(step, PromptStep) and not callable(step):
+            raise ConfigurationError(
+                f"Scorer '{id}': step '{step_name}' must be a PromptStep or a function."
+            )
+        steps[step_name] = step
+    if judge is None and any(isinstance(s, PromptStep) for s in steps.values()):
+        raise ConfigurationError(
+            f"Scorer '{id}' has prompt steps but no judge; pass judge= (a Judge, e.g. "
+            "TransformersJudge() or ReplayJudge(path))."
+        )
+    return Scorer(
+        id=id,
+        name=name or id,
+        description=description,
+        judge=judge,
+        steps=steps,
+        options=options,
+        language=language,
+    )
+
+
+def _is_judge(value: Any) -> bool:
+    return hasattr(value, "generate_json") and hasattr(value, "generate_text")
+
+
+def _is_schema_factory(schema: Any) -> bool:
+    return schema is not None and not (isinstance(schema, type) and issubclass(schema, BaseModel))
+
+
+def _plain(answer: Any) -> Any:
+    return answer.model_dump() if isinstance(answer, BaseModel) else answer
+
+
+def _check_score(value: Any) -> float:
+    import math
+
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"generate_score must return a number, got {type(value).__name__}.")
+    if not math.isfinite(value):
+        raise ValueError(f"generate_score returned {value}, which is not a finite number.")
+    return float(value)
+
+
+def _unused(_: Sequence[Any]) -> None:  # pragma: no cover - keeps Sequence import for typing
+    return None

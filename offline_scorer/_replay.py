@@ -1,0 +1,238 @@
+"""Replay and record judge outputs, so scorers can run in CI without loading a model.
+
+A recording is a human-readable JSON file::
+
+    {"format": "offline-scorer-recording/1",
+     "entries": {"<key>": {"model": ..., "kind": "json"|"text", "messages": [...],
+                           "schema": {...} | null, "output": "<raw model text>"}}}
+
+The key hashes (model fingerprint, rendered messages, schema), see :func:`request_key`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel
+
+from offline_scorer._exceptions import DataError, JudgeOutputError, ReplayMissError
+from offline_scorer._judge import (
+    ItemUsage,
+    Judge,
+    JudgeCall,
+    SchemaArg,
+    finish,
+    parse_json_output,
+    schemas_per_prompt,
+)
+from offline_scorer._keys import Prompt, request_key, schema_text
+
+FORMAT = "offline-scorer-recording/1"
+
+
+def _read_recording(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError as error:
+        raise DataError(f"Recording file {path} does not exist.") from error
+    except json.JSONDecodeError as error:
+        raise DataError(f"Recording file {path} is not valid JSON: {error}") from error
+    if not isinstance(data, dict) or data.get("format") != FORMAT:
+        raise DataError(f"{path} is not an offline-scorer recording (expected format {FORMAT}).")
+    entries = data.get("entries")
+    if not isinstance(entries, dict):
+        raise DataError(f"Recording file {path} has no 'entries' object.")
+    return entries
+
+
+def write_json_atomically(path: Path, value: Any) -> None:
+    """Write JSON to a temporary file next to ``path``, then rename it over ``path``."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8") as stream:
+            json.dump(value, stream, indent=1, ensure_ascii=False, sort_keys=True)
+            stream.write("\n")
+        # mkstemp creates the file private (0600); give it the usual permissions.
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(temporary, 0o666 & ~umask)
+        os.replace(temporary, path)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
+
+
+class ReplayJudge:
+    """A judge that answers from a recording file and never loads a model.
+
+    A request with no recording raises :class:`ReplayMissError` showing the unmatched prompt
+    (usually the prompts or the model changed since recording); it never falls back to
+    anything else.
+
+    Args:
+        path: the recording file written by :class:`RecordingJudge`.
+        model_fingerprint: the fingerprint the recording was made with; by default the one
+            stored in the file (a recording holds one model).
+
+    Example:
+        >>> judge = ReplayJudge("tests/recordings/relevancy.json")  # doctest: +SKIP
+    """
+
+    def __init__(self, path: str | os.PathLike[str], *, model_fingerprint: str | None = None):
+        self.path = Path(path)
+        self._entries = _read_recording(self.path)
+        models = sorted({entry["model"] for entry in self._entries.values()})
+        if model_fingerprint is None:
+            if len(models) > 1:
+                raise DataError(
+                    f"Recording {self.path} holds several models ({', '.join(models)}); pass "
+                    "model_fingerprint= to pick one."
+                )
+            model_fingerprint = models[0] if models else "unknown"
+        self._fingerprint = model_fingerprint
+        self._calls: list[JudgeCall] = []
+
+    @property
+    def model_id(self) -> str:
+        """The recorded model's name (the fingerprint without its checksum)."""
+        return self._fingerprint.split("@", 1)[0]
+
+    @property
+    def fingerprint(self) -> str:
+        """The recorded model's fingerprint."""
+        return self._fingerprint
+
+    @property
+    def call_log(self) -> list[JudgeCall]:
+        """Every call made so far, oldest first."""
+        return self._calls
+
+    def generate_json(
+        self, prompts: Sequence[Prompt], schema: SchemaArg, *, return_exceptions: bool = False
+    ) -> list[Any]:
+        """Replay one recorded JSON answer per prompt, validated against its schema."""
+        schemas = schemas_per_prompt(schema, len(prompts))
+        results: list[Any] = []
+        for index, (prompt, item_schema) in enumerate(zip(prompts, schemas)):
+            raw = self._lookup(prompt, schema_text(item_schema), index)
+            results.append(
+                raw
+                if isinstance(raw, BaseException)
+                else parse_json_output(raw, item_schema, index=index)
+            )
+        self._log("json", prompts)
+        return finish(results, return_exceptions)
+
+    def generate_text(
+        self, prompts: Sequence[Prompt], *, return_exceptions: bool = False
+    ) -> list[Any]:
+        """Replay one recorded text answer per prompt."""
+        results = [self._lookup(prompt, None, index) for index, prompt in enumerate(prompts)]
+        self._log("text", prompts)
+        return finish(results, return_exceptions)
+
+    def _lookup(self, prompt: Prompt, schema: str | None, index: int) -> Any:
+        entry = self._entries.get(request_key(self._fingerprint, prompt, schema))
+        if entry is None:
+            shown = json.dumps([dict(m) for m in prompt], ensure_ascii=False)[:600]
+            return ReplayMissError(
+                f"No recorded answer in {self.path} for prompt {index} (model "
+                f"{self._fingerprint}, {'JSON' if schema else 'text'} request). The prompts, "
+                f"schema or model changed since recording; record again. Prompt: {shown}",
+                index=index,
+            )
+        return entry["output"]
+
+    def _log(self, kind: Any, prompts: Sequence[Prompt]) -> None:
+        self._calls.append(JudgeCall(kind, [ItemUsage(0, 0, 0.0, cached=True) for _ in prompts]))
+
+
+class RecordingJudge:
+    """Wraps a real judge and records every answer it gives into a recording file.
+
+    The file is rewritten atomically after every call, so an interrupted run keeps what
+    was recorded. Existing entries in the file are kept.
+
+    Args:
+        inner: the judge whose answers are recorded.
+        path: the recording file (created when absent).
+    """
+
+    def __init__(self, inner: Judge, path: str | os.PathLike[str]):
+        self.inner = inner
+        self.path = Path(path)
+        self._entries: dict[str, Any] = _read_recording(self.path) if self.path.exists() else {}
+        self._lock = threading.Lock()
+
+    @property
+    def model_id(self) -> str:
+        """The inner judge's model name."""
+        return self.inner.model_id
+
+    @property
+    def fingerprint(self) -> str:
+        """The inner judge's fingerprint."""
+        return self.inner.fingerprint
+
+    @property
+    def call_log(self) -> list[JudgeCall]:
+        """The inner judge's call log."""
+        return self.inner.call_log
+
+    def generate_json(
+        self, prompts: Sequence[Prompt], schema: SchemaArg, *, return_exceptions: bool = False
+    ) -> list[Any]:
+        """Ask the inner judge, record each raw answer, return its results."""
+        schemas = schemas_per_prompt(schema, len(prompts))
+        results = self.inner.generate_json(prompts, schemas, return_exceptions=True)
+        for prompt, item_schema, result in zip(prompts, schemas, results):
+            if isinstance(result, BaseModel):
+                self._remember(
+                    prompt,
+                    item_schema.model_json_schema(),
+                    schema_text(item_schema),
+                    result.model_dump_json(),
+                )
+            elif isinstance(result, JudgeOutputError) and result.raw_output is not None:
+                # Record invalid answers too: replaying them reproduces the same failure.
+                self._remember(
+                    prompt,
+                    item_schema.model_json_schema(),
+                    schema_text(item_schema),
+                    result.raw_output,
+                )
+        self._save()
+        return finish(results, return_exceptions)
+
+    def generate_text(
+        self, prompts: Sequence[Prompt], *, return_exceptions: bool = False
+    ) -> list[Any]:
+        """Ask the inner judge, record each answer, return them."""
+        results = self.inner.generate_text(prompts, return_exceptions=True)
+        for prompt, result in zip(prompts, results):
+            if isinstance(result, str):
+                self._remember(prompt, None, None, result)
+        self._save()
+        return finish(results, return_exceptions)
+
+    def _remember(self, prompt: Prompt, schema: Any, text: str | None, output: str) -> None:
+        key = request_key(self.inner.fingerprint, prompt, text)
+        with self._lock:
+            self._entries[key] = {
+                "model": self.inner.fingerprint,
+                "kind": "json" if text is not None else "text",
+                "messages": [dict(message) for message in prompt],
+                "schema": schema,
+                "output": output,
+            }
+
+    def _save(self) -> None:
+        with self._lock:
+            write_json_atomically(self.path, {"format": FORMAT, "entries": self._entries})

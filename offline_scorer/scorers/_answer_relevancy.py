@@ -1,0 +1,235 @@
+"""Answer relevancy: how well an answer addresses its question (not whether it is true).
+
+Pipeline: preprocess splits the answer into statements; analyze gives one verdict per
+statement (``yes`` / ``unsure`` / ``no``); the score is
+``round_half_up((#yes + uncertainty_weight * #unsure) / n * scale)``; a short reason
+explains it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from functools import lru_cache
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, create_model, field_validator
+
+from offline_scorer._judge import Judge
+from offline_scorer._pipeline import PromptStep, Scorer, Skip, StepContext, create_scorer
+from offline_scorer._prompts import render_prompt
+from offline_scorer.scorers._common import (
+    build_options,
+    format_score,
+    item_limit,
+    judge_source,
+    round_half_up,
+    text_item,
+    unique_in_order,
+)
+
+SCORER_ID = "answer-relevancy-scorer"
+TEMPLATES = "answer-relevancy"
+# A bound on statements keeps a looping small model from filling its whole token budget.
+MAX_STATEMENTS = 16
+VERDICTS = ("yes", "unsure", "no")
+
+
+class AnswerRelevancyOptions(BaseModel):
+    """Options of the answer relevancy scorer (unknown names are rejected)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    uncertainty_weight: float = Field(
+        0.3, ge=0, le=1, description="Weight of an 'unsure' verdict, between 0 and 1."
+    )
+    scale: float = Field(1, gt=0, description="The maximum score.")
+
+    @field_validator("uncertainty_weight", "scale")
+    @classmethod
+    def _finite(cls, value: float) -> float:
+        if not math.isfinite(value):
+            raise ValueError("must be a finite number")
+        return value
+
+
+class Statements(BaseModel):
+    """Preprocess result: the answer split into standalone statements."""
+
+    statements: list[str] = Field(max_length=MAX_STATEMENTS)
+
+
+class Verdict(BaseModel):
+    """One statement's relevance verdict."""
+
+    result: Literal["yes", "unsure", "no"]
+    reason: str
+
+
+class Verdicts(BaseModel):
+    """Analyze result: one verdict per statement, in order."""
+
+    results: list[Verdict]
+
+
+@lru_cache(maxsize=64)
+def statements_schema(max_items: int, allow_underscore: bool = True) -> type[BaseModel]:
+    """The preprocess schema of one run: between 1 and ``max_items`` statements."""
+    item = text_item("_" if allow_underscore else "")
+    return create_model(  # type: ignore[call-overload,no-any-return]
+        "Statements",
+        statements=(list[item], Field(min_length=1, max_length=max_items)),  # type: ignore[valid-type]
+    )
+
+
+def _statements_schema(ctx: StepContext) -> type[BaseModel]:
+    text = ctx.output_text
+    return statements_schema(item_limit(text, MAX_STATEMENTS), "_" in text)
+
+
+@lru_cache(maxsize=1024)
+def verdicts_schema(count: int) -> type[BaseModel]:
+    """The analyze schema of a run with ``count`` statements: exactly that many verdicts.
+
+    (Measured: also repeating each statement as a constant in its verdict cost about 45%
+    more generated tokens and did not change the embedded model's verdicts.)
+    """
+    return create_model(  # type: ignore[call-overload,no-any-return]
+        "Verdicts",
+        results=(list[Verdict], Field(min_length=count, max_length=count)),
+    )
+
+
+def relevancy_score(
+    verdicts: Sequence[Mapping[str, Any] | str],
+    *,
+    uncertainty_weight: float = 0.3,
+    scale: float = 1,
+) -> float:
+    """The answer relevancy score of a list of verdicts.
+
+    ``n`` counts every verdict; a verdict string other than yes/unsure/no (after trimming
+    and lower-casing) counts toward ``n`` but adds nothing, like ``no``.
+
+    Args:
+        verdicts: verdict dicts (``{"result": ...}``) or verdict strings.
+        uncertainty_weight: weight of ``unsure`` verdicts.
+        scale: the maximum score.
+
+    Returns:
+        0 when there are no verdicts, else ``round_half_up((yes + w * unsure) / n * scale)``.
+
+    Example:
+        >>> relevancy_score(["yes", "unsure", "no"])
+        0.43
+    """
+    if not verdicts:
+        return 0.0
+    labels = [
+        str(v.get("result", "") if isinstance(v, Mapping) else v).strip().lower() for v in verdicts
+    ]
+    points = labels.count("yes") + uncertainty_weight * labels.count("unsure")
+    return round_half_up(points / len(labels) * scale)
+
+
+# ------------------------------------------------------------------------ steps
+
+
+def _render_preprocess(ctx: StepContext) -> Any:
+    if not ctx.output_text.strip():
+        # Nothing to split: no model call for an empty answer.
+        return Skip({"statements": []})
+    return render_prompt(TEMPLATES, ctx.language, "preprocess", {"output": ctx.output_text})
+
+
+def _render_analyze(ctx: StepContext) -> Any:
+    statements = ctx.preprocess_result["statements"]
+    if not statements:
+        return Skip({"results": []})
+    variables = {"input": ctx.input_text, "statements": statements}
+    return render_prompt(TEMPLATES, ctx.language, "analyze", variables)
+
+
+def _analyze_schema(ctx: StepContext) -> type[BaseModel]:
+    return verdicts_schema(len(ctx.preprocess_result["statements"]))
+
+
+def _analyze_result(ctx: StepContext, answer: Any) -> dict[str, Any]:
+    return {"results": [{"result": v.result, "reason": v.reason} for v in answer.results]}
+
+
+def _score(ctx: StepContext) -> float:
+    options: AnswerRelevancyOptions = ctx.options
+    return relevancy_score(
+        ctx.analyze_result["results"],
+        uncertainty_weight=options.uncertainty_weight,
+        scale=options.scale,
+    )
+
+
+def _render_reason(ctx: StepContext) -> Any:
+    score = format_score(ctx.score)
+    variables = {
+        "input": ctx.input_text,
+        "output": ctx.output_text,
+        "score": score,
+        "scale": format_score(ctx.options.scale),
+        "statements": ctx.preprocess_result["statements"],
+        "verdicts": ctx.analyze_result["results"],
+    }
+    return render_prompt(TEMPLATES, ctx.language, "reason", variables)
+
+
+def create_answer_relevancy_scorer(
+    *,
+    model: str | None = None,
+    judge: Judge | None = None,
+    uncertainty_weight: float = 0.3,
+    scale: float = 1,
+    language: str = "en",
+    **judge_settings: Any,
+) -> Scorer:
+    """Build the answer relevancy scorer.
+
+    Args:
+        model: a model card name, HF model directory or .gguf file (default: the embedded
+            model). Scorers built with the same model share one loaded judge.
+        judge: a ready judge instead of ``model`` (e.g. a ReplayJudge in tests).
+        uncertainty_weight: weight of ``unsure`` verdicts (0..1).
+        scale: the maximum score (> 0).
+        language: prompt and reason language, ``en`` or ``fr``.
+        **judge_settings: passed to the judge built for ``model`` (device, dtype, batch_size,
+            max_new_tokens_json, max_new_tokens_text, ...).
+
+    Raises:
+        ValueError: an option is out of range (the message names it).
+
+    Example:
+        >>> scorer = create_answer_relevancy_scorer()  # doctest: +SKIP
+        >>> scorer.run(input="Capital of France?", output="Paris.").score  # doctest: +SKIP
+        1.0
+    """
+    options = build_options(
+        AnswerRelevancyOptions,
+        SCORER_ID,
+        {"uncertainty_weight": uncertainty_weight, "scale": scale},
+    )
+    from offline_scorer._prompts import check_language
+
+    check_language(language)
+    return create_scorer(
+        id=SCORER_ID,
+        name="Answer Relevancy",
+        description="How well the answer addresses the question: completeness and focus.",
+        judge=judge_source(judge, model, judge_settings),
+        preprocess=PromptStep(
+            _render_preprocess,
+            schema=_statements_schema,
+            to_result=lambda ctx, answer: {"statements": unique_in_order(answer.statements)},
+        ),
+        analyze=PromptStep(_render_analyze, schema=_analyze_schema, to_result=_analyze_result),
+        generate_score=_score,
+        generate_reason=PromptStep(_render_reason),
+        options=options,
+        language=language,
+    )

@@ -1,0 +1,415 @@
+"""Answer similarity: how closely an answer matches a ground-truth reference answer.
+
+Pipeline: preprocess breaks both texts into semantic units; analyze matches every
+ground-truth unit to the answer (exact / semantic / partial / missing) and lists extra
+answer units and contradictions; the score follows the reference formula (see
+:func:`similarity_score`); a short reason explains it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from functools import lru_cache
+from typing import Any, Literal, Optional
+
+from pydantic import BaseModel, ConfigDict, Field, create_model, field_validator
+
+from offline_scorer._exceptions import ConfigurationError
+from offline_scorer._judge import Judge
+from offline_scorer._pipeline import PromptStep, Scorer, Skip, StepContext, create_scorer
+from offline_scorer._prompts import check_language, render_prompt
+from offline_scorer._text import ground_truth_text
+from offline_scorer.scorers._common import (
+    build_options,
+    format_score,
+    item_limit,
+    judge_source,
+    round_half_up,
+    text_item,
+    unique_in_order,
+)
+
+SCORER_ID = "answer-similarity-scorer"
+TEMPLATES = "answer-similarity"
+MAX_UNITS = 16
+MatchType = Literal["exact", "semantic", "partial", "missing"]
+NO_GROUND_TRUTH_REASON = {
+    "en": "The score is 0 because no ground truth was provided to compare the answer with.",
+    "fr": "Le score est de 0 car aucune réponse de référence n'a été fournie pour comparer "
+    "la réponse.",
+}
+
+
+class AnswerSimilarityOptions(BaseModel):
+    """Options of the answer similarity scorer (unknown names are rejected)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    require_ground_truth: bool = True
+    semantic_threshold: float = Field(0.8, ge=0, description="Points for a semantic match.")
+    exact_match_bonus: float = Field(0.2, ge=0, description="Extra points for an exact match.")
+    missing_penalty: float = Field(0.15, ge=0, description="Points lost per missing unit.")
+    contradiction_penalty: float = Field(1.0, ge=0, description="Lost per contradiction.")
+    extra_info_penalty: float = Field(0.05, ge=0, description="Lost per extra unit (max 0.2).")
+    scale: float = Field(1, gt=0, description="The maximum score.")
+
+    @field_validator(
+        "semantic_threshold",
+        "exact_match_bonus",
+        "missing_penalty",
+        "contradiction_penalty",
+        "extra_info_penalty",
+        "scale",
+    )
+    @classmethod
+    def _finite(cls, value: float) -> float:
+        if not math.isfinite(value):
+            raise ValueError("must be a finite number")
+        return value
+
+
+class Units(BaseModel):
+    """Preprocess result: semantic units of the answer and of the ground truth."""
+
+    output_units: list[str] = Field(max_length=MAX_UNITS)
+    ground_truth_units: list[str] = Field(min_length=1, max_length=MAX_UNITS)
+
+
+class UnitMatch(BaseModel):
+    """How one ground-truth unit is expressed in the answer."""
+
+    ground_truth_unit: str
+    output_unit: Optional[str]  # noqa: UP045 - pydantic create_model needs a runtime type
+    match_type: MatchType
+    explanation: str
+
+
+class Contradiction(BaseModel):
+    """An answer unit that states the opposite of a ground-truth unit."""
+
+    output_unit: str
+    ground_truth_unit: str
+    explanation: str
+
+
+class Analysis(BaseModel):
+    """Analyze result."""
+
+    matches: list[UnitMatch]
+    extra_in_output: list[str]
+    contradictions: list[Contradiction]
+
+
+@lru_cache(maxsize=256)
+def units_schema(
+    max_output: int, max_ground_truth: int, output_given: bool, allow_underscore: bool = True
+) -> type[BaseModel]:
+    """The preprocess schema of one run, with list bounds that follow the texts' lengths."""
+    item = text_item("_" if allow_underscore else "")
+    return create_model(  # type: ignore[call-overload,no-any-return]
+        "Units",
+        output_units=(
+            list[item],  # type: ignore[valid-type]
+            Field(
+                min_length=1 if output_given else 0, max_length=max_output if output_given else 0
+            ),
+        ),
+        ground_truth_units=(
+            list[item],  # type: ignore[valid-type]
+            Field(min_length=1, max_length=max_ground_truth),
+        ),
+    )
+
+
+def _units_schema(ctx: StepContext) -> type[BaseModel]:
+    ground_truth = ground_truth_text(ctx.ground_truth) or ""
+    return units_schema(
+        item_limit(ctx.output_text, MAX_UNITS),
+        item_limit(ground_truth, MAX_UNITS),
+        bool(ctx.output_text.strip()),
+        "_" in ctx.output_text + ground_truth,
+    )
+
+
+def _units_result(ctx: StepContext, answer: Any) -> dict[str, Any]:
+    return {
+        "output_units": unique_in_order(answer.output_units),
+        "ground_truth_units": unique_in_order(answer.ground_truth_units),
+    }
+
+
+@lru_cache(maxsize=1024)
+def analysis_schema(
+    output_units: tuple[str, ...], ground_truth_units: tuple[str, ...]
+) -> type[BaseModel]:
+    """The analyze schema of one run.
+
+    Exactly one match per ground-truth unit, in order, each naming its unit as a constant;
+    answer units can only be quoted from the extracted list, so the model cannot invent them.
+    """
+    out_type: Any = Literal[output_units] if output_units else None  # type: ignore[valid-type]
+    gt_type: Any = Literal[ground_truth_units]  # type: ignore[valid-type]
+    matches = [_match_type_for(position, unit, out_type) for position, unit in enumerate(ground_truth_units)]
+    contradiction = create_model(
+        "RunContradiction",
+        output_unit=(out_type if output_units else str, ...),
+        ground_truth_unit=(gt_type, ...),
+        explanation=(str, ...),
+    )
+    extra_limit = len(output_units)
+    return create_model(  # type: ignore[call-overload,no-any-return]
+        "RunAnalysis",
+        matches=(tuple[tuple(matches)], ...),  # type: ignore[misc]
+        extra_in_output=(
+            list[out_type if output_units else str],  # type: ignore[misc]
+            Field(max_length=extra_limit),
+        ),
+        contradictions=(
+            list[contradiction],  # type: ignore[valid-type]
+            Field(max_length=len(ground_truth_units) if output_units else 0),
+        ),
+    )
+
+
+def _match_type_for(position: int, unit: str, out_type: Any) -> Any:
+    """One ground-truth unit's match: found (quoting an answer unit) or missing (null).
+
+    Two shapes make "output_unit is null exactly when the match is missing" part of the
+    schema, so the model cannot call a unit matched without naming where it matched.
+    """
+    missing = create_model(
+        f"Missing{position + 1}",
+        ground_truth_unit=(Literal[unit], ...),  # type: ignore[valid-type]
+        output_unit=(type(None), ...),
+        match_type=(Literal["missing"], ...),
+        explanation=(str, ...),
+    )
+    if out_type is None:
+        return missing
+    found = create_model(
+        f"Found{position + 1}",
+        ground_truth_unit=(Literal[unit], ...),  # type: ignore[valid-type]
+        output_unit=(out_type, ...),
+        match_type=(Literal["exact", "semantic", "partial"], ...),
+        explanation=(str, ...),
+    )
+    return found | missing
+
+
+def similarity_score(
+    match_types: Sequence[str | Mapping[str, Any]],
+    *,
+    contradictions: int | Sequence[Any] = 0,
+    extra_units: int | Sequence[Any] = 0,
+    semantic_threshold: float = 0.8,
+    exact_match_bonus: float = 0.2,
+    missing_penalty: float = 0.15,
+    contradiction_penalty: float = 1.0,
+    extra_info_penalty: float = 0.05,
+    scale: float = 1,
+) -> float:
+    """The answer similarity score, exactly as the reference computes it.
+
+    ::
+
+        points = sum(1 + bonus if exact, threshold if semantic, threshold / 2 if partial,
+                     -missing_penalty if missing)
+        s = points / (N * (1 + bonus)) - contradictions * contradiction_penalty
+            - min(extra_units * extra_info_penalty, 0.2)
+        score = round_half_up(clamp(s, 0, 1) * scale)
+
+    Args:
+        match_types: one match type (or match dict with ``match_type``) per ground-truth unit.
+        contradictions: the number of contradictions, or the list of them.
+        extra_units: the number of extra answer units, or the list of them.
+
+    Returns:
+        The score; 0 when there are no matches.
+
+    Example:
+        >>> similarity_score(["exact", "exact", "missing"])
+        0.63
+    """
+    count = len(match_types)
+    if count == 0:
+        return 0.0
+    points = 0.0
+    for match in match_types:
+        kind = str(match.get("match_type") if isinstance(match, Mapping) else match)
+        kind = kind.strip().lower()
+        if kind == "exact":
+            points += 1 + exact_match_bonus
+        elif kind == "semantic":
+            points += semantic_threshold
+        elif kind == "partial":
+            points += semantic_threshold * 0.5
+        elif kind == "missing":
+            points -= missing_penalty
+    n_contradictions = contradictions if isinstance(contradictions, int) else len(contradictions)
+    n_extra = extra_units if isinstance(extra_units, int) else len(extra_units)
+    value = points / (count * (1 + exact_match_bonus))
+    value -= n_contradictions * contradiction_penalty
+    value -= min(n_extra * extra_info_penalty, 0.2)
+    value = min(max(value, 0.0), 1.0)
+    return round_half_up(value * scale)
+
+
+# ------------------------------------------------------------------------ steps
+
+
+def _missing_ground_truth(ctx: StepContext) -> bool:
+    return ground_truth_text(ctx.ground_truth) is None
+
+
+def _render_preprocess(ctx: StepContext) -> Any:
+    if _missing_ground_truth(ctx):
+        if ctx.options.require_ground_truth:
+            raise ConfigurationError(
+                "The answer similarity scorer requires a ground truth (a reference answer) for "
+                "every run; this run has none. Provide ground_truth, or build the scorer with "
+                "require_ground_truth=False to score such runs 0."
+            )
+        return Skip({"output_units": [], "ground_truth_units": []})
+    variables = {"output": ctx.output_text, "ground_truth": ground_truth_text(ctx.ground_truth)}
+    return render_prompt(TEMPLATES, ctx.language, "preprocess", variables)
+
+
+def _render_analyze(ctx: StepContext) -> Any:
+    units = ctx.preprocess_result
+    if not units["ground_truth_units"]:
+        return Skip({"matches": [], "extra_in_output": [], "contradictions": []})
+    variables = {
+        "output_units": units["output_units"],
+        "ground_truth_units": units["ground_truth_units"],
+    }
+    return render_prompt(TEMPLATES, ctx.language, "analyze", variables)
+
+
+def _analyze_schema(ctx: StepContext) -> type[BaseModel]:
+    units = ctx.preprocess_result
+    return analysis_schema(tuple(units["output_units"]), tuple(units["ground_truth_units"]))
+
+
+def _analyze_result(ctx: StepContext, answer: Any) -> dict[str, Any]:
+    return make_consistent(Analysis.model_validate(answer.model_dump()).model_dump())
+
+
+def make_consistent(analysis: dict[str, Any]) -> dict[str, Any]:
+    """Remove findings that contradict the judge's own matches.
+
+    * a repeated extra unit or contradiction counts once;
+    * a ground-truth unit matched ``exact`` or ``semantic`` cannot also be contradicted,
+      and an answer unit cannot contradict a ground-truth unit with the same text;
+    * an answer unit used in an ``exact`` or ``semantic`` match is not extra information.
+    """
+    agreed = [m for m in analysis["matches"] if m["match_type"] in ("exact", "semantic")]
+    agreed_truths = {_norm(m["ground_truth_unit"]) for m in agreed}
+    used_outputs = {_norm(m["output_unit"] or "") for m in agreed}
+    seen: set[tuple[str, str]] = set()
+    contradictions = []
+    for item in analysis["contradictions"]:
+        key = (_norm(item["output_unit"]), _norm(item["ground_truth_unit"]))
+        if key in seen or key[1] in agreed_truths or key[0] == key[1]:
+            continue
+        seen.add(key)
+        contradictions.append(item)
+    extra = [
+        u for u in unique_in_order(analysis["extra_in_output"]) if _norm(u) not in used_outputs
+    ]
+    return {**analysis, "extra_in_output": extra, "contradictions": contradictions}
+
+
+def _norm(text: str) -> str:
+    return " ".join(text.split()).casefold()
+
+
+def _score(ctx: StepContext) -> float:
+    options: AnswerSimilarityOptions = ctx.options
+    analysis = ctx.analyze_result
+    return similarity_score(
+        analysis["matches"],
+        contradictions=analysis["contradictions"],
+        extra_units=analysis["extra_in_output"],
+        semantic_threshold=options.semantic_threshold,
+        exact_match_bonus=options.exact_match_bonus,
+        missing_penalty=options.missing_penalty,
+        contradiction_penalty=options.contradiction_penalty,
+        extra_info_penalty=options.extra_info_penalty,
+        scale=options.scale,
+    )
+
+
+def _render_reason(ctx: StepContext) -> Any:
+    if _missing_ground_truth(ctx):
+        return Skip(NO_GROUND_TRUTH_REASON[ctx.language])
+    variables = {
+        "output": ctx.output_text,
+        "ground_truth": ground_truth_text(ctx.ground_truth),
+        "score": format_score(ctx.score),
+        "scale": format_score(ctx.options.scale),
+        "analysis": ctx.analyze_result,
+    }
+    return render_prompt(TEMPLATES, ctx.language, "reason", variables)
+
+
+def create_answer_similarity_scorer(
+    *,
+    model: str | None = None,
+    judge: Judge | None = None,
+    require_ground_truth: bool = True,
+    semantic_threshold: float = 0.8,
+    exact_match_bonus: float = 0.2,
+    missing_penalty: float = 0.15,
+    contradiction_penalty: float = 1.0,
+    extra_info_penalty: float = 0.05,
+    scale: float = 1,
+    language: str = "en",
+    **judge_settings: Any,
+) -> Scorer:
+    """Build the answer similarity scorer.
+
+    Args:
+        model: a model card name, HF model directory or .gguf file (default: the embedded
+            model). Scorers built with the same model share one loaded judge.
+        judge: a ready judge instead of ``model``.
+        require_ground_truth: fail runs without a ground truth (else score them 0 without
+            any model call).
+        semantic_threshold: points for a semantic match (a partial match gets half).
+        exact_match_bonus: extra points for an exact match.
+        missing_penalty: points lost per missing ground-truth unit.
+        contradiction_penalty: score lost per contradiction (1.0: any contradiction gives 0).
+        extra_info_penalty: score lost per extra answer unit, at most 0.2 in total.
+        scale: the maximum score (> 0).
+        language: prompt and reason language, ``en`` or ``fr``.
+        **judge_settings: passed to the judge built for ``model``.
+
+    Raises:
+        ValueError: an option is negative, not finite, or ``scale`` is not positive.
+    """
+    options = build_options(
+        AnswerSimilarityOptions,
+        SCORER_ID,
+        {
+            "require_ground_truth": require_ground_truth,
+            "semantic_threshold": semantic_threshold,
+            "exact_match_bonus": exact_match_bonus,
+            "missing_penalty": missing_penalty,
+            "contradiction_penalty": contradiction_penalty,
+            "extra_info_penalty": extra_info_penalty,
+            "scale": scale,
+        },
+    )
+    check_language(language)
+    return create_scorer(
+        id=SCORER_ID,
+        name="Answer Similarity",
+        description="How closely the answer matches a ground-truth reference answer.",
+        judge=judge_source(judge, model, judge_settings),
+        preprocess=PromptStep(_render_preprocess, schema=_units_schema, to_result=_units_result),
+        analyze=PromptStep(_render_analyze, schema=_analyze_schema, to_result=_analyze_result),
+        generate_score=_score,
+        generate_reason=PromptStep(_render_reason),
+        options=options,
+        language=language,
+    )

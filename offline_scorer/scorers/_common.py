@@ -1,0 +1,99 @@
+"""Pieces shared by the built-in scorers."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+from offline_scorer._judge import Judge
+
+
+def round_half_up(value: float) -> float:
+    """Round to 2 decimals, halves up, like the reference scorers.
+
+    Python's ``round`` rounds halves to even and binary floats sit just below many
+    halves (0.625, 1.005), so the reference adds one machine epsilon before flooring:
+    0.625 -> 0.63, 0.575 -> 0.58, 1.005 -> 1.01.
+    """
+    return math.floor((value + 2.220446049250313e-16) * 100 + 0.5) / 100
+
+
+def judge_source(
+    judge: Judge | None,
+    model: str | None,
+    settings_kwargs: dict[str, Any],
+) -> Judge | Callable[[], Judge]:
+    """The judge to use: the one given, or a shared judge for ``model`` built on first use."""
+    if judge is not None:
+        if model is not None:
+            from offline_scorer._exceptions import ConfigurationError
+
+            raise ConfigurationError("Pass either judge= or model=, not both.")
+        return judge
+    from offline_scorer._registry import shared_judge
+
+    reference = model or "smollm2-135m-instruct"
+    return lambda: shared_judge(reference, **settings_kwargs)
+
+
+def format_score(score: float) -> str:
+    """A score as the reference writes it in reasons: no trailing zeros."""
+    return f"{score:.2f}".rstrip("0").rstrip(".")
+
+
+def build_options(options_class: type[Any], scorer_id: str, values: dict[str, Any]) -> Any:
+    """Validate options; a bad one raises ConfigurationError (a ValueError) naming it."""
+    from pydantic import ValidationError
+
+    from offline_scorer._exceptions import ConfigurationError
+
+    try:
+        return options_class(**values)
+    except ValidationError as error:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in issue['loc'])}={issue.get('input')!r}: {issue['msg']}"
+            for issue in error.errors()
+        )
+        raise ConfigurationError(f"Invalid option for {scorer_id}: {problems}") from None
+
+
+def item_limit(text: str, ceiling: int) -> int:
+    """How many statements or units a text can reasonably hold.
+
+    Two per sentence, never more than one per word, within [1, ceiling]. A small model
+    asked for a list tends to fill it with repeats until its budget runs out; a bound that
+    follows the text's length keeps lists honest and generation short.
+    """
+    import re
+
+    sentences = [part for part in re.split(r"[.!?;\n]+", text) if part.strip()]
+    words = len(text.split())
+    return max(1, min(ceiling, 2 * max(1, len(sentences)), max(1, words)))
+
+
+def unique_in_order(items: list[str]) -> list[str]:
+    """Drop repeated items (ignoring case and surrounding space), keeping the first."""
+    seen: set[str] = set()
+    kept = []
+    for item in items:
+        key = " ".join(item.split()).casefold()
+        if key and key not in seen:
+            seen.add(key)
+            kept.append(item.strip())
+    return kept
+
+
+def text_item(*sources: str) -> Any:
+    """The type of one extracted statement or unit: non-empty text on one line.
+
+    An underscore is allowed only when the source text has one: inside JSON lists a small
+    model drifts into snake_case identifiers ("water_boils_at_100") that no answer contained.
+    """
+    from typing import Annotated
+
+    from pydantic import StringConstraints
+
+    banned = "" if any("_" in source for source in sources) else "_"
+    pattern = rf'^([^{banned}"\\\x00-\x1f]|\\["\\/])+$'
+    return Annotated[str, StringConstraints(pattern=pattern)]

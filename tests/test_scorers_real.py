@@ -1,0 +1,103 @@
+"""Both scorers end to end with the REAL embedded model on our own cases.
+
+A 135M model is a weak judge: these tests assert what the pipeline guarantees (every run
+completes, outputs validate, statements and verdicts line up, scores stay in range,
+reasons and prompts are recorded), not the quality of its judgments. Agreement with
+people is measured by benchmarks/, not asserted here.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from cases import RELEVANCY_CASES, SIMILARITY_CASES
+from offline_scorer import (
+    TransformersJudge,
+    create_answer_relevancy_scorer,
+    create_answer_similarity_scorer,
+)
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def relevancy_results(judge: TransformersJudge):  # type: ignore[no-untyped-def]
+    scorer = create_answer_relevancy_scorer(judge=judge)
+    runs = [dict(case, run_id=name) for name, case in RELEVANCY_CASES.items()]
+    return {result.run_id: result for result in scorer.run_batch(runs)}
+
+
+@pytest.fixture(scope="module")
+def similarity_results(judge: TransformersJudge):  # type: ignore[no-untyped-def]
+    scorer = create_answer_similarity_scorer(judge=judge)
+    runs = [dict(case, run_id=name) for name, case in SIMILARITY_CASES.items()]
+    return {result.run_id: result for result in scorer.run_batch(runs)}
+
+
+def test_relevancy_every_run_completes(relevancy_results) -> None:  # type: ignore[no-untyped-def]
+    for name, result in relevancy_results.items():
+        assert result.status == "scored", (name, result.error)
+        assert 0 <= result.score <= 1
+        assert result.reason and result.reason.startswith("The score is")
+        statements = result.preprocess_step_result["statements"]
+        verdicts = result.analyze_step_result["results"]
+        assert len(statements) == len(verdicts)
+        assert all(v["result"] in ("yes", "unsure", "no") and v["reason"] for v in verdicts)
+        assert result.model_fingerprint and result.model_id == "smollm2-135m-instruct"
+        if statements:
+            assert result.preprocess_prompt and result.analyze_prompt
+            assert result.steps["analyze"].generated_tokens > 0
+        assert result.generate_reason_prompt
+
+
+def test_relevancy_empty_answer_scores_zero_without_extraction(relevancy_results) -> None:  # type: ignore[no-untyped-def]
+    empty = relevancy_results["empty"]
+    assert empty.score == 0 and empty.preprocess_step_result == {"statements": []}
+    assert empty.preprocess_prompt is None  # no model call for an empty answer
+
+
+def test_chat_message_shapes_are_scored(relevancy_results) -> None:  # type: ignore[no-untyped-def]
+    result = relevancy_results["chat_messages"]
+    assert "William Shakespeare" in result.analyze_prompt[1]["content"] or any(
+        "Shakespeare" in s for s in result.preprocess_step_result["statements"]
+    )
+
+
+def test_injection_text_cannot_break_the_output_format(relevancy_results) -> None:  # type: ignore[no-untyped-def]
+    result = relevancy_results["injection"]
+    assert result.status == "scored"
+    assert len(result.analyze_step_result["results"]) == len(
+        result.preprocess_step_result["statements"]
+    )
+
+
+def test_similarity_every_run_completes(similarity_results) -> None:  # type: ignore[no-untyped-def]
+    for name, result in similarity_results.items():
+        assert result.status == "scored", (name, result.error)
+        assert 0 <= result.score <= 1
+        assert result.reason and result.reason.startswith("The score is")
+        units = result.preprocess_step_result
+        analysis = result.analyze_step_result
+        assert len(analysis["matches"]) == len(units["ground_truth_units"]) >= 1
+        for match, unit in zip(analysis["matches"], units["ground_truth_units"], strict=True):
+            assert match["ground_truth_unit"] == unit
+            assert match["output_unit"] is None or match["output_unit"] in units["output_units"]
+        assert result.preprocess_prompt and result.analyze_prompt and result.generate_reason_prompt
+
+
+def test_exact_match_scores_at_least_the_contradiction(similarity_results) -> None:  # type: ignore[no-untyped-def]
+    assert similarity_results["exact_match"].score >= similarity_results["contradiction"].score
+
+
+def test_run_batch_equals_single_runs_with_one_call_per_stage(judge: TransformersJudge) -> None:
+    scorer = create_answer_relevancy_scorer(judge=judge)
+    runs = [dict(RELEVANCY_CASES[name], run_id=name) for name in ("relevant", "off_topic")]
+    calls_before = len(judge.call_log)
+    batch = scorer.run_batch(runs)
+    stage_calls = judge.call_log[calls_before:]
+    assert [call.kind for call in stage_calls] == ["json", "json", "text"]
+    assert all(len(call.items) == 2 for call in stage_calls)
+    singles = [scorer.run(**run) for run in runs]
+    for one, many in zip(singles, batch, strict=True):
+        assert one.score == many.score and one.reason == many.reason
+        assert one.analyze_step_result == many.analyze_step_result
