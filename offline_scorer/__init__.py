@@ -14,7 +14,18 @@ from offline_scorer._offline import force_offline
 
 force_offline()
 
+from offline_scorer._agent import LocalAgent  # noqa: E402
 from offline_scorer._cache import CachedJudge, ResultCache  # noqa: E402
+from offline_scorer._data import Dataset, DataItem, Fields, load_dataset  # noqa: E402
+from offline_scorer._eval_types import (  # noqa: E402
+    EvalItem,
+    EvalResult,
+    EvalSummary,
+    RowProblem,
+    ScorerSummary,
+    Threshold,
+)
+from offline_scorer._evals import run_evals  # noqa: E402
 from offline_scorer._config import GenerationSettings  # noqa: E402
 from offline_scorer._exceptions import (  # noqa: E402
     ConfigurationError,
@@ -62,12 +73,19 @@ __all__ = [
     "ContextLengthError",
     "DEFAULT_MODEL",
     "DataError",
+    "DataItem",
+    "Dataset",
+    "EvalItem",
+    "EvalResult",
+    "EvalSummary",
+    "Fields",
     "GenerationSettings",
     "ItemUsage",
     "Judge",
     "JudgeCall",
     "JudgeOutputError",
     "LoadedModel",
+    "LocalAgent",
     "ModelCard",
     "ModelLoadError",
     "NotScorable",
@@ -77,12 +95,15 @@ __all__ = [
     "ReplayJudge",
     "ReplayMissError",
     "ResultCache",
+    "RowProblem",
     "ScoreResult",
     "Scorer",
     "ScorerRunError",
+    "ScorerSummary",
     "Skip",
     "StepContext",
     "StepStats",
+    "Threshold",
     "TransformersJudge",
     "UnknownModelError",
     "UnknownScorerError",
@@ -91,10 +112,12 @@ __all__ = [
     "create_scorer",
     "get_scorer",
     "list_model_cards",
+    "load_dataset",
     "load_model",
     "not_scorable",
     "relevancy_score",
     "round_half_up",
+    "run_evals",
     "scorer_ids",
     "similarity_score",
 ]

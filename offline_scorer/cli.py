@@ -3,10 +3,20 @@
 from __future__ import annotations
 
 import json
+import signal
 import sys
+from pathlib import Path
 from typing import Any
 
 import typer
+
+from offline_scorer._agent import LocalAgent
+from offline_scorer._data import Fields, load_dataset
+from offline_scorer._eval_types import Threshold
+from offline_scorer._evals import parse_thresholds, run_evals
+from offline_scorer._exceptions import ConfigurationError, DataError
+from offline_scorer._models import DEFAULT_MODEL
+from offline_scorer._registry import get_scorer
 
 app = typer.Typer(
     help="LLM-as-judge scorers on a local open-weights model, fully offline.",
@@ -14,61 +24,213 @@ app = typer.Typer(
     add_completion=False,
 )
 
-DEMO_ITEMS: list[dict[str, Any]] = [
-    {
-        "input": "What is the capital of France?",
-        "output": "The capital of France is Paris.",
-        "ground_truth": "Paris is the capital of France.",
-    },
-    {
-        "input": "What is the capital of France?",
-        "output": "Paris. I also really enjoy football on Sundays.",
-        "ground_truth": "Paris",
-    },
-    {
-        "input": "How do I boil an egg?",
-        "output": "The stock market fell sharply yesterday.",
-        "ground_truth": "Put the egg in boiling water for about eight minutes.",
-    },
-]
-
-
 def _fail(message: str) -> None:
     typer.echo(f"error: {message}", err=True)
     raise typer.Exit(2)
 
 
+def _parse_threshold(text: str) -> tuple[str, Threshold]:
+    """``id=0.7`` (minimum) or ``id=0.2..0.9`` (bounds)."""
+    name, sep, value = text.partition("=")
+    if not sep or not name.strip():
+        raise ConfigurationError(f"--threshold {text!r}: use SCORER=MIN or SCORER=MIN..MAX.")
+    low, dots, high = value.partition("..")
+    try:
+        minimum = float(low) if low.strip() else None
+        maximum = float(high) if dots and high.strip() else None
+    except ValueError:
+        raise ConfigurationError(f"--threshold {text!r}: bounds must be numbers.") from None
+    return name.strip(), Threshold(minimum=minimum, maximum=maximum)
+
+
+def _raise_keyboard_interrupt(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt
+
+
 @app.command()
-def demo(
-    model: str = typer.Option("smollm2-135m-instruct", envvar="OFFLINE_SCORER_MODEL",
-                              help="Model card name, HF model directory or .gguf file."),
-    as_json: bool = typer.Option(False, "--json", help="Print results as JSON lines."),
+def score(
+    data: Path = typer.Argument(..., help="Dataset: .jsonl, .json or .csv."),
+    scorer: list[str] = typer.Option(
+        ["answer-relevancy"], "--scorer", "-s", help="Scorer id; repeat for several."
+    ),
+    model: str = typer.Option(
+        DEFAULT_MODEL, envvar="OFFLINE_SCORER_MODEL",
+        help="Judge model: card name, HF model directory or .gguf file.",
+    ),
+    device: str = typer.Option("auto", envvar="OFFLINE_SCORER_DEVICE", help="auto, cpu, cuda, mps."),
+    dtype: str = typer.Option("auto", envvar="OFFLINE_SCORER_DTYPE", help="auto, float32, bfloat16, float16."),
+    batch_size: int = typer.Option(8, envvar="OFFLINE_SCORER_BATCH_SIZE", help="Items per batch."),
+    language: str = typer.Option("en", envvar="OFFLINE_SCORER_LANGUAGE", help="en or fr."),
+    threshold: list[str] = typer.Option(
+        [], "--threshold", "-t", help="SCORER=MIN or SCORER=MIN..MAX; exit 1 when one fails."
+    ),
+    out: Path | None = typer.Option(None, "--out", help="Results JSONL (one line per item x scorer)."),
+    summary_path: Path | None = typer.Option(None, "--summary", help="Summary JSON."),
+    report: Path | None = typer.Option(None, "--report", help="Self-contained HTML report."),
+    junit: Path | None = typer.Option(None, "--junit", help="JUnit XML for CI systems."),
+    cache: bool = typer.Option(True, "--cache/--no-cache", help="Reuse finished judge calls."),
+    cache_path: Path | None = typer.Option(
+        None, envvar="OFFLINE_SCORER_CACHE_FILE", help="Cache file (default: user cache folder)."
+    ),
+    agent: bool = typer.Option(
+        False, "--agent", help="Answer rows that have no output with a local agent (same model)."
+    ),
+    input_field: str = typer.Option("input", help="Column holding the question."),
+    output_field: str = typer.Option("output", help="Column holding the answer."),
+    ground_truth_field: str = typer.Option("ground_truth", help="Column holding the reference."),
+    id_field: str = typer.Option("id", help="Column holding the item id."),
+    skip_invalid: bool = typer.Option(False, "--skip-invalid", help="Score valid rows, list bad ones."),
+    fail_fast: bool = typer.Option(False, "--fail-fast", help="Stop at the first failed item."),
+    allow_pickle: bool = typer.Option(False, "--allow-pickle", help="Accept pickle weights."),
+    trust_remote_code: bool = typer.Option(False, "--trust-remote-code", help="Run model code."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar or table."),
 ) -> None:
-    """Score a small built-in dataset with both scorers on the local model."""
-    from offline_scorer import (
-        OfflineScorerError,
-        create_answer_relevancy_scorer,
-        create_answer_similarity_scorer,
-    )
+    """Score a dataset; exit 0 when all thresholds pass, 1 when one fails, 2 on bad input."""
+    from offline_scorer import OfflineScorerError
 
     try:
-        scorers = [
-            create_answer_relevancy_scorer(model=model),
-            create_answer_similarity_scorer(model=model),
-        ]
-        typer.echo(f"Loading {model} (offline) and scoring {len(DEMO_ITEMS)} items...", err=True)
-        for scorer in scorers:
-            for item, result in zip(DEMO_ITEMS, scorer.run_batch(DEMO_ITEMS), strict=True):
-                if as_json:
-                    typer.echo(result.model_dump_json())
-                    continue
-                shown = "-" if result.score is None else f"{result.score:.2f}"
-                typer.echo(f"\n[{scorer.id}] score {shown}  ({result.status})")
-                typer.echo(f"  question: {item['input']}")
-                typer.echo(f"  answer:   {item['output']}")
-                typer.echo(f"  reason:   {result.reason or result.error}")
+        plan = _plan_score(
+            data, scorer, model, device, dtype, batch_size, language, threshold, cache,
+            cache_path, agent, Fields(input_field, output_field, ground_truth_field, id_field),
+            skip_invalid, allow_pickle, trust_remote_code,
+        )
+    except (OfflineScorerError, ValueError, TypeError) as error:
+        _fail(str(error))
+        return
+    signal.signal(signal.SIGTERM, _raise_keyboard_interrupt)
+    try:
+        result = run_evals(
+            plan.dataset, plan.scorers, target=plan.target, thresholds=plan.thresholds,
+            batch_size=batch_size, fail_fast=fail_fast, progress=not quiet,
+        )
     except OfflineScorerError as error:
         _fail(str(error))
+        return
+    _write_reports(result, out, summary_path, report, junit)
+    if not quiet:
+        _print_summary(result)
+    if result.summary.interrupted:
+        typer.echo("Interrupted: finished items were written; rerun to resume.", err=True)
+        raise typer.Exit(130)
+    raise typer.Exit(0 if result.passed else 1)
+
+
+class _Plan:
+    def __init__(self, dataset: Any, scorers: list[Any], target: Any, thresholds: Any):
+        self.dataset, self.scorers, self.target, self.thresholds = dataset, scorers, target, thresholds
+
+
+def _plan_score(
+    data: Path, scorer_ids: list[str], model: str, device: str, dtype: str, batch_size: int,
+    language: str, threshold: list[str], cache: bool, cache_path: Path | None, agent: bool,
+    fields: Fields, skip_invalid: bool, allow_pickle: bool, trust_remote_code: bool,
+) -> _Plan:
+    """Check everything that can be checked before the model loads, and build the scorers."""
+    from offline_scorer._cache import CachedJudge
+    from offline_scorer._models import resolve_model
+    from offline_scorer._registry import get_scorer, shared_judge
+
+    dataset = load_dataset(data, fields=fields, skip_invalid=skip_invalid)
+    resolve_model(model)  # unknown model or missing weights: fail before loading anything
+    judge: Any = shared_judge(
+        model, device=device, dtype=dtype, batch_size=batch_size,
+        allow_pickle=allow_pickle, trust_remote_code=trust_remote_code,
+    )
+    if cache:
+        judge = CachedJudge(judge, cache_path)
+    scorers = [get_scorer(name, judge=judge, language=language) for name in scorer_ids]
+    if any(s.id == "answer-similarity-scorer" for s in scorers):
+        missing = [item.line for item in dataset.items if item.ground_truth in (None, "")]
+        if missing and len(missing) == len(dataset.items):
+            raise DataError(
+                f"answer-similarity needs a ground truth, but no row has a "
+                f"'{fields.ground_truth}' value (use --ground-truth-field to name the column)."
+            )
+    thresholds = dict(_parse_threshold(text) for text in threshold)
+    parse_thresholds(thresholds, scorers)
+    needs_target = any(not item.has_output for item in dataset.items)
+    if needs_target and not agent:
+        lines = [item.line for item in dataset.items if not item.has_output][:10]
+        raise DataError(
+            f"Rows without '{fields.output}' (lines {lines}): add the answers, or pass --agent "
+            "to let a local agent answer them."
+        )
+    target = LocalAgent(model, batch_size=batch_size) if needs_target else None
+    return _Plan(dataset, scorers, target, thresholds)
+
+
+def _write_reports(
+    result: Any, out: Path | None, summary: Path | None, report: Path | None, junit: Path | None
+) -> None:
+    from offline_scorer import _reports
+
+    if out:
+        _reports.write_results_jsonl(result, out)
+    if summary:
+        _reports.write_summary_json(result, summary)
+    if report:
+        _reports.write_html_report(result, report)
+    if junit:
+        _reports.write_junit_xml(result, junit)
+
+
+def _print_summary(result: Any) -> None:
+    typer.echo("")
+    for scorer_id, item in result.summary.scorers.items():
+        mean = "-" if item.mean is None else f"{item.mean:.4f}"
+        verdict = "" if item.passed is None else (
+            f"  threshold {item.threshold.describe()}: {'PASS' if item.passed else 'FAIL'}"
+        )
+        typer.echo(
+            f"{scorer_id}: mean {mean} over {item.scored} scored "
+            f"({item.not_scorable} not scorable, {item.failed} failed){verdict}"
+        )
+    if result.summary.verdict:
+        typer.echo(f"verdict: {result.summary.verdict}")
+
+
+@app.command()
+def demo(
+    model: str = typer.Option(
+        DEFAULT_MODEL, envvar="OFFLINE_SCORER_MODEL",
+        help="Model card name, HF model directory or .gguf file.",
+    ),
+    report: Path = typer.Option(Path("reports/demo.html"), help="Where to write the HTML report."),
+) -> None:
+    """Score the built-in demo dataset with both scorers and write an HTML report.
+
+    Rows without an answer are answered by a local agent on the same model.
+    """
+    from offline_scorer import OfflineScorerError
+    from offline_scorer._reports import write_html_report
+
+    data = Path(__file__).resolve().parent / "demo_data.jsonl"
+    try:
+        typer.echo(f"Scoring {data.name} with the local model '{model}' (offline)...", err=True)
+        result = run_evals(
+            data,
+            [get_scorer("answer-relevancy", model=model), get_scorer("answer-similarity", model=model)],
+            target=LocalAgent(model),
+            progress=True,
+        )
+    except OfflineScorerError as error:
+        _fail(str(error))
+        return
+    for item in result.items:
+        typer.echo(f"\n#{item.item_id}  Q: {_short(item.input)}")
+        typer.echo(f"    A: {_short(item.output)}")
+        for scorer_id, run in item.results.items():
+            shown = "  -" if run.score is None else f"{run.score:.2f}"
+            typer.echo(f"    {shown}  {scorer_id}: {_short(run.reason or run.error)}")
+    write_html_report(result, report)
+    _print_summary(result)
+    typer.echo(f"\nHTML report: {report}")
+
+
+def _short(value: Any, width: int = 110) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+    text = " ".join((text or "").split())
+    return text if len(text) <= width else text[: width - 1] + "…"
 
 
 @app.command()

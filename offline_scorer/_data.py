@@ -1,0 +1,214 @@
+"""Reading evaluation datasets: JSONL, JSON, CSV, Python lists, DataFrames, HF datasets.
+
+Every row is checked before any model loads. Problems are collected with their line
+number (JSONL, CSV) or position (JSON, lists); by default all of them are reported at once
+in a :class:`DataError`, with ``skip_invalid=True`` the good rows are kept and the bad ones
+listed in ``Dataset.problems``.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from offline_scorer._eval_types import RowProblem
+from offline_scorer._exceptions import DataError
+from offline_scorer._text import extract_text, ground_truth_text
+
+MISSING = object()
+
+
+@dataclass(frozen=True)
+class Fields:
+    """Which column holds what."""
+
+    input: str = "input"
+    output: str = "output"
+    ground_truth: str = "ground_truth"
+    id: str = "id"
+    request_context: str = "request_context"
+
+
+@dataclass
+class DataItem:
+    """One usable dataset row."""
+
+    index: int
+    item_id: str
+    line: int
+    input: Any
+    output: Any = MISSING
+    ground_truth: Any = None
+    request_context: dict[str, Any] | None = None
+
+    @property
+    def has_output(self) -> bool:
+        """Whether the row carries a precomputed output."""
+        return self.output is not MISSING
+
+
+@dataclass
+class Dataset:
+    """Usable items, and the rows that were skipped with why."""
+
+    items: list[DataItem]
+    problems: list[RowProblem] = field(default_factory=list)
+    source: str = "<data>"
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+
+def load_dataset(
+    data: Any,
+    *,
+    fields: Fields | None = None,
+    skip_invalid: bool = False,
+) -> Dataset:
+    """Read and check a dataset.
+
+    Args:
+        data: a path (``.jsonl``/``.ndjson``, ``.json``, ``.csv``), a list of dicts, a
+            pandas DataFrame or a Hugging Face ``datasets.Dataset``.
+        fields: column names (defaults: ``input``, ``output``, ``ground_truth``, ``id``).
+        skip_invalid: keep the good rows and list the bad ones instead of failing.
+
+    Returns:
+        The dataset.
+
+    Raises:
+        DataError: the file is missing or unreadable, the dataset is empty, or (without
+            ``skip_invalid``) any row is invalid; the message lists every bad row.
+    """
+    fields = fields or Fields()
+    source, rows = _rows(data)
+    items: list[DataItem] = []
+    problems: list[RowProblem] = []
+    for line, row in rows:
+        if isinstance(row, RowProblem):
+            problems.append(row)
+            continue
+        checked = _check_row(row, line, len(items), fields)
+        if isinstance(checked, RowProblem):
+            problems.append(checked)
+        else:
+            items.append(checked)
+    if problems and not skip_invalid:
+        shown = "\n".join(f"  line {p.line}: {p.message}" for p in problems[:20])
+        more = f"\n  ... and {len(problems) - 20} more" if len(problems) > 20 else ""
+        raise DataError(
+            f"{source}: {len(problems)} invalid row(s); nothing was scored.\n{shown}{more}\n"
+            "Fix them, or pass --skip-invalid (skip_invalid=True) to score the other rows."
+        )
+    if not items:
+        raise DataError(f"{source}: the dataset has no usable rows.")
+    return Dataset(items, problems, source)
+
+
+def _rows(data: Any) -> tuple[str, Iterator[tuple[int, Any]]]:
+    if isinstance(data, (str, os.PathLike)):
+        path = Path(data)
+        if not path.is_file():
+            raise DataError(f"Dataset file {path} does not exist.")
+        suffix = path.suffix.lower()
+        if suffix in (".jsonl", ".ndjson"):
+            return str(path), _jsonl_rows(path)
+        if suffix == ".json":
+            return str(path), _json_rows(path)
+        if suffix == ".csv":
+            return str(path), _csv_rows(path)
+        raise DataError(f"{path}: unknown dataset format '{suffix}'; use .jsonl, .json or .csv.")
+    if _is_dataframe(data):
+        return "<DataFrame>", enumerate(data.to_dict(orient="records"), start=1)
+    if _is_hf_dataset(data):
+        return "<datasets.Dataset>", enumerate(iter(data), start=1)
+    if isinstance(data, Iterable) and not isinstance(data, (bytes, Mapping)):
+        return "<list>", enumerate(data, start=1)
+    raise DataError(
+        f"Unsupported dataset of type {type(data).__name__}: pass a .jsonl/.json/.csv path, "
+        "a list of dicts, a pandas DataFrame or a datasets.Dataset."
+    )
+
+
+def _read_text(path: Path) -> str:
+    try:
+        return path.read_bytes().decode("utf-8-sig")
+    except UnicodeDecodeError as error:
+        raise DataError(f"{path} is not UTF-8 text (byte {error.start}).") from error
+    except OSError as error:
+        raise DataError(f"Cannot read {path}: {error}") from error
+
+
+def _jsonl_rows(path: Path) -> Iterator[tuple[int, Any]]:
+    for number, text in enumerate(_read_text(path).splitlines(), start=1):
+        if not text.strip():
+            continue
+        try:
+            yield number, json.loads(text)
+        except json.JSONDecodeError as error:
+            yield number, RowProblem(line=number, message=f"invalid JSON: {error.msg}")
+
+
+def _json_rows(path: Path) -> Iterator[tuple[int, Any]]:
+    try:
+        value = json.loads(_read_text(path))
+    except json.JSONDecodeError as error:
+        raise DataError(f"{path}: invalid JSON at line {error.lineno}: {error.msg}") from error
+    if isinstance(value, Mapping) and isinstance(value.get("data"), list):
+        value = value["data"]
+    if not isinstance(value, list):
+        raise DataError(f"{path}: a JSON dataset must be a list of objects (or {{'data': [...]}}).")
+    return enumerate(value, start=1)
+
+
+def _csv_rows(path: Path) -> Iterator[tuple[int, Any]]:
+    reader = csv.DictReader(io.StringIO(_read_text(path), newline=""))
+    if not reader.fieldnames:
+        raise DataError(f"{path}: the CSV file has no header row.")
+    for row in reader:
+        # line_num is the physical line of the row's end (quoted cells may span lines).
+        yield reader.line_num, {k: v for k, v in row.items() if k is not None}
+
+
+def _check_row(row: Any, line: int, index: int, fields: Fields) -> DataItem | RowProblem:
+    if not isinstance(row, Mapping):
+        return RowProblem(line=line, message=f"expected an object, got {type(row).__name__}")
+    value = row.get(fields.input)
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return RowProblem(line=line, message=f"missing '{fields.input}'")
+    try:
+        extract_text(value, side="input", field=fields.input)
+        output = row[fields.output] if fields.output in row else MISSING
+        if output is not MISSING and output is not None:
+            extract_text(output, side="output", field=fields.output)
+        ground_truth = row.get(fields.ground_truth)
+        ground_truth_text(ground_truth)
+    except TypeError as error:
+        return RowProblem(line=line, message=str(error))
+    context = row.get(fields.request_context)
+    if context is not None and not isinstance(context, Mapping):
+        return RowProblem(line=line, message=f"'{fields.request_context}' must be an object")
+    raw_id = row.get(fields.id)
+    return DataItem(
+        index=index,
+        item_id=str(raw_id) if raw_id not in (None, "") else str(index + 1),
+        line=line,
+        input=value,
+        output="" if output is None else output,
+        ground_truth=ground_truth,
+        request_context=dict(context) if context else None,
+    )
+
+
+def _is_dataframe(data: Any) -> bool:
+    return type(data).__name__ == "DataFrame" and hasattr(data, "to_dict")
+
+
+def _is_hf_dataset(data: Any) -> bool:
+    return type(data).__module__.startswith("datasets") and hasattr(data, "column_names")

@@ -1,0 +1,149 @@
+"""The offline-scorer command through its real entry point.
+
+Usage errors exit 2 with one line before any model loads; the real-model tests score a
+5-row dataset, write every report, and check exit statuses and resuming from the cache.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+CLI = [sys.executable, "-m", "offline_scorer.cli"]
+
+ROWS = [
+    {"id": "capital", "input": "What is the capital of France?", "output": "Paris is the capital of France."},
+    {"id": "egg", "input": "How do I boil an egg?", "output": "The stock market fell yesterday."},
+    {"id": "hamlet", "input": "Who wrote Hamlet?", "output": "William Shakespeare."},
+    {"id": "empty", "input": "What colour is the sky?", "output": ""},
+    {"id": "spider", "input": "How many legs does a spider have?", "output": "Eight."},
+]
+
+
+def run_cli(*args: str, env: dict[str, str] | None = None, timeout: int = 600) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*CLI, *args], capture_output=True, text=True, timeout=timeout, env={**os.environ, **(env or {})}
+    )
+
+
+def dataset(tmp_path: Path, rows: list[dict[str, object]] = ROWS, name: str = "data.jsonl") -> Path:
+    path = tmp_path / name
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    return path
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["score", "{empty}"], "no usable rows"),
+        (["score", "{data}", "--scorer", "answer-relevance"], "Unknown scorer"),
+        (["score", "{data}", "--model", "gpt-7"], "Unknown model"),
+        (["score", "{data}", "--threshold", "answer-relevancy=1.5"], "outside 0..1"),
+        (["score", "{missing}"], "does not exist"),
+        (["score", "{data}", "--scorer", "answer-similarity"], "needs a ground truth"),
+        (["score", "{noout}"], "--agent"),
+    ],
+)
+def test_usage_errors_exit_2_with_one_line(tmp_path: Path, args: list[str], message: str) -> None:
+    paths = {
+        "empty": str(dataset(tmp_path, [], "empty.jsonl")),
+        "data": str(dataset(tmp_path)),
+        "missing": str(tmp_path / "missing.jsonl"),
+        "noout": str(dataset(tmp_path, [{"input": "q"}], "noout.jsonl")),
+    }
+    result = run_cli(*[a.format(**paths) for a in args])
+    assert result.returncode == 2, result.stderr
+    assert message in result.stderr
+    assert "Traceback" not in result.stderr
+    assert "Loading weights" not in result.stderr  # nothing was loaded
+
+
+def test_models_lists_the_embedded_card() -> None:
+    result = run_cli("models", "--json")
+    assert result.returncode == 0
+    (card,) = json.loads(result.stdout)
+    assert card["name"] == "smollm2-135m-instruct" and card["present"] and card["checksum"] == "ok"
+
+
+@pytest.fixture(scope="module")
+def scored_run(tmp_path_factory: pytest.TempPathFactory, session_cache: Path):  # type: ignore[no-untyped-def]
+    """One real scoring run of the 5-row dataset, every report written."""
+    folder = tmp_path_factory.mktemp("cli")
+    data = dataset(folder)
+    cache = folder / "cache.sqlite"
+    args = [
+        "score", str(data), "--scorer", "answer-relevancy", "--batch-size", "1",
+        "--out", str(folder / "results.jsonl"), "--summary", str(folder / "summary.json"),
+        "--report", str(folder / "report.html"), "--junit", str(folder / "junit.xml"),
+        "--cache-path", str(cache), "--threshold", "answer-relevancy=0",
+    ]
+    result = run_cli(*args, env={"OFFLINE_SCORER_CACHE": str(session_cache)})
+    return folder, data, cache, result
+
+
+@pytest.mark.slow
+def test_score_writes_every_report(scored_run) -> None:  # type: ignore[no-untyped-def]
+    folder, _, _, result = scored_run
+    assert result.returncode == 0, result.stderr
+    lines = [json.loads(line) for line in (folder / "results.jsonl").read_text().splitlines()]
+    assert len(lines) == 5 and {line["status"] for line in lines} == {"scored"}
+    summary = json.loads((folder / "summary.json").read_text())
+    assert summary["total_items"] == 5 and summary["verdict"] == "passed"
+    assert summary["scorers"]["answer-relevancy-scorer"]["scored"] == 5
+    assert "<html" in (folder / "report.html").read_text().lower()
+    suites = ET.parse(folder / "junit.xml").getroot()
+    assert len(suites.findall(".//testcase")) == 5
+
+
+@pytest.mark.slow
+def test_threshold_exit_status_from_cached_answers(scored_run) -> None:  # type: ignore[no-untyped-def]
+    folder, data, cache, _ = scored_run
+    common = ["score", str(data), "--batch-size", "1", "--cache-path", str(cache), "--summary"]
+    cannot_pass = run_cli(*common, str(folder / "s1.json"), "--threshold", "answer-relevancy=0.999..1")
+    can_pass = run_cli(*common, str(folder / "s2.json"), "--threshold", "answer-relevancy=0")
+    mean = json.loads((folder / "s2.json").read_text())["scorers"]["answer-relevancy-scorer"]["mean"]
+    if mean < 0.999:
+        assert cannot_pass.returncode == 1, cannot_pass.stderr
+        assert "FAIL" in cannot_pass.stdout
+    assert can_pass.returncode == 0, can_pass.stderr
+    summary = json.loads((folder / "s2.json").read_text())
+    assert summary["cache_misses"] == 0 and summary["cache_hits"] > 0  # no model call at all
+
+
+@pytest.mark.slow
+def test_killed_run_resumes_from_cache_with_identical_results(scored_run, session_cache: Path) -> None:  # type: ignore[no-untyped-def]
+    folder, data, _, _ = scored_run
+    cache = folder / "resume.sqlite"
+    out = folder / "resumed.jsonl"
+    args = [*CLI, "score", str(data), "--batch-size", "1", "--cache-path", str(cache), "--out", str(out), "-q"]
+    env = {**os.environ, "OFFLINE_SCORER_CACHE": str(session_cache)}
+    process = subprocess.Popen(args, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    finished_calls = 0
+    deadline = time.time() + 400
+    while time.time() < deadline and process.poll() is None:
+        time.sleep(0.5)
+        if cache.exists():
+            with sqlite3.connect(cache) as connection:
+                finished_calls = connection.execute("SELECT COUNT(*) FROM answers").fetchone()[0]
+            if finished_calls >= 3:  # the first item's three judge calls are done
+                break
+    process.send_signal(signal.SIGKILL)
+    process.wait()
+    assert finished_calls >= 3 and not out.exists()
+    resumed = run_cli(*args[3:], "--summary", str(folder / "resumed-summary.json"), env={"OFFLINE_SCORER_CACHE": str(session_cache)})
+    assert resumed.returncode == 0, resumed.stderr
+    summary = json.loads((folder / "resumed-summary.json").read_text())
+    assert summary["cache_hits"] >= finished_calls
+    fresh = [json.loads(line) for line in (folder / "results.jsonl").read_text().splitlines()]
+    again = [json.loads(line) for line in out.read_text().splitlines()]
+    pick = lambda rows: [(r["item_id"], r["score"], r["reason"]) for r in rows]  # noqa: E731
+    assert pick(again) == pick(fresh)
