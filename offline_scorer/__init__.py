@@ -16,7 +16,8 @@ force_offline()
 
 from offline_scorer._agent import LocalAgent  # noqa: E402
 from offline_scorer._cache import CachedJudge, ResultCache  # noqa: E402
-from offline_scorer._data import Dataset, DataItem, Fields, load_dataset  # noqa: E402
+from offline_scorer._config import GenerationSettings  # noqa: E402
+from offline_scorer._data import DataItem, Dataset, Fields, load_dataset  # noqa: E402
 from offline_scorer._eval_types import (  # noqa: E402
     EvalItem,
     EvalResult,
@@ -26,7 +27,6 @@ from offline_scorer._eval_types import (  # noqa: E402
     Threshold,
 )
 from offline_scorer._evals import run_evals  # noqa: E402
-from offline_scorer._config import GenerationSettings  # noqa: E402
 from offline_scorer._exceptions import (  # noqa: E402
     ConfigurationError,
     ContextLengthError,

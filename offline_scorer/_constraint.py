@@ -21,7 +21,7 @@ Indexes are compiled once per schema and reused for every later call.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 if TYPE_CHECKING:
     import torch
@@ -62,7 +62,7 @@ class SchemaCompiler:
         if self._token_texts is None:
             from outlines.models.transformers import TransformerTokenizer
 
-            adapter = TransformerTokenizer(self._tokenizer)
+            adapter = TransformerTokenizer(cast(Any, self._tokenizer))
             size = len(self._tokenizer)
             tokens = self._tokenizer.convert_ids_to_tokens(list(range(size)))
             self._token_texts = [adapter.convert_token_to_string(t) if t else "" for t in tokens]
@@ -83,7 +83,7 @@ class SchemaCompiler:
             from outlines.backends.outlines_core import OutlinesCoreBackend
             from outlines.models.transformers import TransformerTokenizer
 
-            adapter = TransformerTokenizer(self._tokenizer)
+            adapter = TransformerTokenizer(cast(Any, self._tokenizer))
             self._vocabulary = OutlinesCoreBackend.create_outlines_core_vocabulary(
                 adapter.get_vocab(),
                 adapter.eos_token_id,

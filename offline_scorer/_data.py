@@ -184,7 +184,7 @@ def _check_row(row: Any, line: int, index: int, fields: Fields) -> DataItem | Ro
         return RowProblem(line=line, message=f"missing '{fields.input}'")
     try:
         extract_text(value, side="input", field=fields.input)
-        output = row[fields.output] if fields.output in row else MISSING
+        output = row.get(fields.output, MISSING)
         if output is not MISSING and output is not None:
             extract_text(output, side="output", field=fields.output)
         ground_truth = row.get(fields.ground_truth)

@@ -77,8 +77,10 @@ def run_evals(
         'passed'
     """
     started = time.perf_counter()
-    dataset = data if isinstance(data, Dataset) else load_dataset(
-        data, fields=fields, skip_invalid=skip_invalid
+    dataset = (
+        data
+        if isinstance(data, Dataset)
+        else load_dataset(data, fields=fields, skip_invalid=skip_invalid)
     )
     built = _build_scorers(scorers)
     limits = parse_thresholds(thresholds or {}, built)
@@ -151,7 +153,11 @@ def parse_thresholds(
                 raise ConfigurationError(
                     f"Threshold {bound} for '{key}' is outside 0..{scale:g} (the scorer's scale)."
                 )
-        if limit.minimum is not None and limit.maximum is not None and limit.minimum > limit.maximum:
+        if (
+            limit.minimum is not None
+            and limit.maximum is not None
+            and limit.minimum > limit.maximum
+        ):
             raise ConfigurationError(f"Threshold for '{key}': minimum is above maximum.")
         limits[scorer.id] = limit
     return limits
@@ -204,7 +210,9 @@ def _score_chunk(
         for item, result in zip(ready, results, strict=True):
             item.results[scorer.id] = result
             if fail_fast and result.status == "failed":
-                raise ScorerRunError(result.error or "Scorer run failed", step=result.failed_step or "?")
+                raise ScorerRunError(
+                    result.error or "Scorer run failed", step=result.failed_step or "?"
+                )
         for item in items:
             if item.target_error is not None:
                 item.results[scorer.id] = _target_failure(item, scorer)
@@ -286,7 +294,11 @@ def summarize(
             model_id = model_id or result.model_id
     verdict = None
     if thresholds:
-        verdict = "passed" if all(s.passed for s in summaries.values() if s.passed is not None) else "failed"
+        verdict = (
+            "passed"
+            if all(s.passed for s in summaries.values() if s.passed is not None)
+            else "failed"
+        )
     return EvalSummary(
         total_items=len(items),
         scorers=summaries,
@@ -341,5 +353,3 @@ class _Progress:
     def close(self) -> None:
         if self.enabled:
             sys.stderr.write("\n")
-
-

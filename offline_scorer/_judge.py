@@ -13,7 +13,7 @@ import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar, runtime_checkable
+from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar, cast, runtime_checkable
 
 from pydantic import BaseModel, ValidationError
 
@@ -395,7 +395,7 @@ class TransformersJudge:
             return
         share = (time.perf_counter() - started) / len(chunk)
         for row, (item, (ids, ended)) in enumerate(zip(chunk, generated)):
-            text = self.load().tokenizer.decode(ids, skip_special_tokens=True)
+            text = str(self.load().tokenizer.decode(ids, skip_special_tokens=True))
             truncated = not ended
             if kind == "json":
                 result: Any = text
@@ -431,11 +431,11 @@ class TransformersJudge:
         from transformers import GenerationConfig, LogitsProcessorList, StoppingCriteriaList
 
         loaded = self.load()
-        tokenizer, model = loaded.tokenizer, loaded.model
+        tokenizer, model = loaded.tokenizer, cast(Any, loaded.model)
         eos_ids = _eos_ids(model, tokenizer)
         pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else eos_ids[0]
         input_ids, attention = _left_pad([item.token_ids for item in chunk], pad_id)
-        config = GenerationConfig(
+        config = GenerationConfig(  # type: ignore[no-untyped-call]
             do_sample=False,
             max_new_tokens=budget,
             pad_token_id=pad_id,

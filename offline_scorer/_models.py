@@ -401,8 +401,8 @@ def _load_directory(
     except Exception as error:
         raise ModelLoadError(f"Could not load the model in {path}: {error}") from error
     if device != "cuda":
-        model.to(device)
-    model.eval()
+        model.to(device)  # type: ignore[arg-type]
+    model.eval()  # type: ignore[no-untyped-call]
     return model, tokenizer
 
 
@@ -468,8 +468,8 @@ def _convert_gguf(path: Path, sha: str, target: Path) -> None:
             ) from error
         # transformers marks a GGUF-loaded model as quantized and refuses to save it; the
         # weights are already dequantized in memory, so the markers can go.
-        model.hf_quantizer = None
-        model.is_quantized = False
+        setattr(model, "hf_quantizer", None)  # noqa: B010 - not a declared attribute
+        setattr(model, "is_quantized", False)  # noqa: B010
         if hasattr(model.config, "quantization_config"):
             del model.config.quantization_config
         model.save_pretrained(staging)

@@ -13,7 +13,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Union
+from typing import Any, Union, cast
 
 from pydantic import BaseModel
 
@@ -252,9 +252,7 @@ class Scorer:
                 if isinstance(rendered, (Skip, NotScorable)):
                     self._settle(name, state, rendered, started)
                     continue
-                schema = (
-                    step.schema(state.context) if _is_schema_factory(step.schema) else step.schema
-                )  # type: ignore[operator]
+                schema = _schema_for(step.schema, state.context)
             except Exception as error:
                 self._fail(name, state, error)
                 continue
@@ -423,8 +421,12 @@ def _is_judge(value: Any) -> bool:
     return hasattr(value, "generate_json") and hasattr(value, "generate_text")
 
 
-def _is_schema_factory(schema: Any) -> bool:
-    return schema is not None and not (isinstance(schema, type) and issubclass(schema, BaseModel))
+def _schema_for(schema: SchemaFor, context: StepContext) -> type[BaseModel] | None:
+    """The schema of one run: a fixed model, one built by a factory, or None (free text)."""
+    if schema is None or (isinstance(schema, type) and issubclass(schema, BaseModel)):
+        return schema
+    factory = cast(Callable[[StepContext], type[BaseModel]], schema)
+    return factory(context)
 
 
 def _plain(answer: Any) -> Any:

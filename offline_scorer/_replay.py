@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 import threading
 from collections.abc import Sequence
 from pathlib import Path
@@ -22,6 +21,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from offline_scorer._exceptions import DataError, JudgeOutputError, ReplayMissError
+from offline_scorer._files import write_text_atomically
 from offline_scorer._judge import (
     ItemUsage,
     Judge,
@@ -52,21 +52,9 @@ def _read_recording(path: Path) -> dict[str, Any]:
 
 
 def write_json_atomically(path: Path, value: Any) -> None:
-    """Write JSON to a temporary file next to ``path``, then rename it over ``path``."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(handle, "w", encoding="utf-8") as stream:
-            json.dump(value, stream, indent=1, ensure_ascii=False, sort_keys=True)
-            stream.write("\n")
-        # mkstemp creates the file private (0600); give it the usual permissions.
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(temporary, 0o666 & ~umask)
-        os.replace(temporary, path)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
+    """Write JSON (sorted keys, one-space indent) atomically."""
+    text = json.dumps(value, indent=1, ensure_ascii=False, sort_keys=True) + "\n"
+    write_text_atomically(path, text)
 
 
 class ReplayJudge:

@@ -16,7 +16,6 @@ import html
 import json
 import os
 import re
-import tempfile
 import xml.etree.ElementTree as ET
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from datetime import datetime, timezone
@@ -24,6 +23,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from offline_scorer._eval_types import EvalItem, EvalResult, ScorerSummary, Threshold
+from offline_scorer._files import write_text_atomically
 from offline_scorer._results import ScoreResult
 
 StrPath = str | os.PathLike[str]
@@ -43,41 +43,6 @@ HISTOGRAM_HEIGHT = 110
 
 
 # --------------------------------------------------------------------------- atomic writes
-
-
-def write_text_atomically(path: StrPath, text: str) -> Path:
-    """Write ``text`` as UTF-8 to a temporary file next to ``path``, then rename it over ``path``.
-
-    Lone surrogates (possible in strings decoded from JSON) are written as ``\\uXXXX``
-    escapes instead of failing; inside a JSON string that escape decodes back to the same
-    character.
-
-    Args:
-        path: the file to write; missing parent folders are created.
-        text: the whole content.
-
-    Returns:
-        The written path.
-    """
-    target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    handle, temporary = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
-    try:
-        with os.fdopen(handle, "w", encoding="utf-8", errors="backslashreplace") as stream:
-            stream.write(text)
-        _make_readable(temporary)
-        os.replace(temporary, target)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
-    return target
-
-
-def _make_readable(path: str) -> None:
-    """Give a ``mkstemp`` file (private, 0600) the permissions a plain ``open`` would give."""
-    umask = os.umask(0)
-    os.umask(umask)
-    os.chmod(path, 0o666 & ~umask)
 
 
 # --------------------------------------------------------------------------- JSON writers

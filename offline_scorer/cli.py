@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import signal
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +22,7 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
 )
+
 
 def _fail(message: str) -> None:
     typer.echo(f"error: {message}", err=True)
@@ -54,17 +54,24 @@ def score(
         ["answer-relevancy"], "--scorer", "-s", help="Scorer id; repeat for several."
     ),
     model: str = typer.Option(
-        DEFAULT_MODEL, envvar="OFFLINE_SCORER_MODEL",
+        DEFAULT_MODEL,
+        envvar="OFFLINE_SCORER_MODEL",
         help="Judge model: card name, HF model directory or .gguf file.",
     ),
-    device: str = typer.Option("auto", envvar="OFFLINE_SCORER_DEVICE", help="auto, cpu, cuda, mps."),
-    dtype: str = typer.Option("auto", envvar="OFFLINE_SCORER_DTYPE", help="auto, float32, bfloat16, float16."),
+    device: str = typer.Option(
+        "auto", envvar="OFFLINE_SCORER_DEVICE", help="auto, cpu, cuda, mps."
+    ),
+    dtype: str = typer.Option(
+        "auto", envvar="OFFLINE_SCORER_DTYPE", help="auto, float32, bfloat16, float16."
+    ),
     batch_size: int = typer.Option(8, envvar="OFFLINE_SCORER_BATCH_SIZE", help="Items per batch."),
     language: str = typer.Option("en", envvar="OFFLINE_SCORER_LANGUAGE", help="en or fr."),
     threshold: list[str] = typer.Option(
         [], "--threshold", "-t", help="SCORER=MIN or SCORER=MIN..MAX; exit 1 when one fails."
     ),
-    out: Path | None = typer.Option(None, "--out", help="Results JSONL (one line per item x scorer)."),
+    out: Path | None = typer.Option(
+        None, "--out", help="Results JSONL (one line per item x scorer)."
+    ),
     summary_path: Path | None = typer.Option(None, "--summary", help="Summary JSON."),
     report: Path | None = typer.Option(None, "--report", help="Self-contained HTML report."),
     junit: Path | None = typer.Option(None, "--junit", help="JUnit XML for CI systems."),
@@ -79,7 +86,9 @@ def score(
     output_field: str = typer.Option("output", help="Column holding the answer."),
     ground_truth_field: str = typer.Option("ground_truth", help="Column holding the reference."),
     id_field: str = typer.Option("id", help="Column holding the item id."),
-    skip_invalid: bool = typer.Option(False, "--skip-invalid", help="Score valid rows, list bad ones."),
+    skip_invalid: bool = typer.Option(
+        False, "--skip-invalid", help="Score valid rows, list bad ones."
+    ),
     fail_fast: bool = typer.Option(False, "--fail-fast", help="Stop at the first failed item."),
     allow_pickle: bool = typer.Option(False, "--allow-pickle", help="Accept pickle weights."),
     trust_remote_code: bool = typer.Option(False, "--trust-remote-code", help="Run model code."),
@@ -90,9 +99,21 @@ def score(
 
     try:
         plan = _plan_score(
-            data, scorer, model, device, dtype, batch_size, language, threshold, cache,
-            cache_path, agent, Fields(input_field, output_field, ground_truth_field, id_field),
-            skip_invalid, allow_pickle, trust_remote_code,
+            data,
+            scorer,
+            model,
+            device,
+            dtype,
+            batch_size,
+            language,
+            threshold,
+            cache,
+            cache_path,
+            agent,
+            Fields(input_field, output_field, ground_truth_field, id_field),
+            skip_invalid,
+            allow_pickle,
+            trust_remote_code,
         )
     except (OfflineScorerError, ValueError, TypeError) as error:
         _fail(str(error))
@@ -100,8 +121,13 @@ def score(
     signal.signal(signal.SIGTERM, _raise_keyboard_interrupt)
     try:
         result = run_evals(
-            plan.dataset, plan.scorers, target=plan.target, thresholds=plan.thresholds,
-            batch_size=batch_size, fail_fast=fail_fast, progress=not quiet,
+            plan.dataset,
+            plan.scorers,
+            target=plan.target,
+            thresholds=plan.thresholds,
+            batch_size=batch_size,
+            fail_fast=fail_fast,
+            progress=not quiet,
         )
     except OfflineScorerError as error:
         _fail(str(error))
@@ -117,13 +143,30 @@ def score(
 
 class _Plan:
     def __init__(self, dataset: Any, scorers: list[Any], target: Any, thresholds: Any):
-        self.dataset, self.scorers, self.target, self.thresholds = dataset, scorers, target, thresholds
+        self.dataset, self.scorers, self.target, self.thresholds = (
+            dataset,
+            scorers,
+            target,
+            thresholds,
+        )
 
 
 def _plan_score(
-    data: Path, scorer_ids: list[str], model: str, device: str, dtype: str, batch_size: int,
-    language: str, threshold: list[str], cache: bool, cache_path: Path | None, agent: bool,
-    fields: Fields, skip_invalid: bool, allow_pickle: bool, trust_remote_code: bool,
+    data: Path,
+    scorer_ids: list[str],
+    model: str,
+    device: str,
+    dtype: str,
+    batch_size: int,
+    language: str,
+    threshold: list[str],
+    cache: bool,
+    cache_path: Path | None,
+    agent: bool,
+    fields: Fields,
+    skip_invalid: bool,
+    allow_pickle: bool,
+    trust_remote_code: bool,
 ) -> _Plan:
     """Check everything that can be checked before the model loads, and build the scorers."""
     from offline_scorer._cache import CachedJudge
@@ -133,8 +176,12 @@ def _plan_score(
     dataset = load_dataset(data, fields=fields, skip_invalid=skip_invalid)
     resolve_model(model)  # unknown model or missing weights: fail before loading anything
     judge: Any = shared_judge(
-        model, device=device, dtype=dtype, batch_size=batch_size,
-        allow_pickle=allow_pickle, trust_remote_code=trust_remote_code,
+        model,
+        device=device,
+        dtype=dtype,
+        batch_size=batch_size,
+        allow_pickle=allow_pickle,
+        trust_remote_code=trust_remote_code,
     )
     if cache:
         judge = CachedJudge(judge, cache_path)
@@ -178,8 +225,10 @@ def _print_summary(result: Any) -> None:
     typer.echo("")
     for scorer_id, item in result.summary.scorers.items():
         mean = "-" if item.mean is None else f"{item.mean:.4f}"
-        verdict = "" if item.passed is None else (
-            f"  threshold {item.threshold.describe()}: {'PASS' if item.passed else 'FAIL'}"
+        verdict = (
+            ""
+            if item.passed is None
+            else (f"  threshold {item.threshold.describe()}: {'PASS' if item.passed else 'FAIL'}")
         )
         typer.echo(
             f"{scorer_id}: mean {mean} over {item.scored} scored "
@@ -192,7 +241,8 @@ def _print_summary(result: Any) -> None:
 @app.command()
 def demo(
     model: str = typer.Option(
-        DEFAULT_MODEL, envvar="OFFLINE_SCORER_MODEL",
+        DEFAULT_MODEL,
+        envvar="OFFLINE_SCORER_MODEL",
         help="Model card name, HF model directory or .gguf file.",
     ),
     report: Path = typer.Option(Path("reports/demo.html"), help="Where to write the HTML report."),
@@ -209,7 +259,10 @@ def demo(
         typer.echo(f"Scoring {data.name} with the local model '{model}' (offline)...", err=True)
         result = run_evals(
             data,
-            [get_scorer("answer-relevancy", model=model), get_scorer("answer-similarity", model=model)],
+            [
+                get_scorer("answer-relevancy", model=model),
+                get_scorer("answer-similarity", model=model),
+            ],
             target=LocalAgent(model),
             progress=True,
         )
@@ -256,7 +309,8 @@ def models(as_json: bool = typer.Option(False, "--json", help="Print JSON.")) ->
         typer.echo(json.dumps(rows, indent=1))
         return
     for row in rows:
-        size = f"{row['size_bytes'] / 1e6:.0f} MB" if row["size_bytes"] else "-"
+        size_bytes = row["size_bytes"]
+        size = f"{size_bytes / 1e6:.0f} MB" if isinstance(size_bytes, int) else "-"
         where = row["path"] or f"not installed ({row['install']})"
         typer.echo(f"{row['name']}  {size}  checksum {row['checksum']}  {where}")
 
@@ -267,4 +321,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()

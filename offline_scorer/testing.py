@@ -40,9 +40,7 @@ def assert_score(
         AssertionError: the run failed, was not scorable, or the score is out of bounds;
             the message shows the score, the reason and the step results.
     """
-    result = scorer.run_batch(
-        [{"input": input, "output": output, "ground_truth": ground_truth}]
-    )[0]
+    result = scorer.run_batch([{"input": input, "output": output, "ground_truth": ground_truth}])[0]
     problem = None
     if result.status != "scored" or result.score is None:
         problem = f"no score ({result.status}): {result.error or result.not_scorable_reason}"

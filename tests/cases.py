@@ -45,5 +45,9 @@ SIMILARITY_CASES = {
         "ground_truth": "Leonardo da Vinci painted the Mona Lisa in the early 1500s.",
     },
     "empty_answer": {"input": "Capital of Italy?", "output": "", "ground_truth": "Rome"},
-    "numeric_truth": {"input": "How many legs does a spider have?", "output": "8", "ground_truth": 8},
+    "numeric_truth": {
+        "input": "How many legs does a spider have?",
+        "output": "8",
+        "ground_truth": 8,
+    },
 }

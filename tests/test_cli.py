@@ -21,7 +21,11 @@ import pytest
 CLI = [sys.executable, "-m", "offline_scorer.cli"]
 
 ROWS = [
-    {"id": "capital", "input": "What is the capital of France?", "output": "Paris is the capital of France."},
+    {
+        "id": "capital",
+        "input": "What is the capital of France?",
+        "output": "Paris is the capital of France.",
+    },
     {"id": "egg", "input": "How do I boil an egg?", "output": "The stock market fell yesterday."},
     {"id": "hamlet", "input": "Who wrote Hamlet?", "output": "William Shakespeare."},
     {"id": "empty", "input": "What colour is the sky?", "output": ""},
@@ -29,9 +33,15 @@ ROWS = [
 ]
 
 
-def run_cli(*args: str, env: dict[str, str] | None = None, timeout: int = 600) -> subprocess.CompletedProcess[str]:
+def run_cli(
+    *args: str, env: dict[str, str] | None = None, timeout: int = 600
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [*CLI, *args], capture_output=True, text=True, timeout=timeout, env={**os.environ, **(env or {})}
+        [*CLI, *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, **(env or {})},
     )
 
 
@@ -81,10 +91,24 @@ def scored_run(tmp_path_factory: pytest.TempPathFactory, session_cache: Path):  
     data = dataset(folder)
     cache = folder / "cache.sqlite"
     args = [
-        "score", str(data), "--scorer", "answer-relevancy", "--batch-size", "1",
-        "--out", str(folder / "results.jsonl"), "--summary", str(folder / "summary.json"),
-        "--report", str(folder / "report.html"), "--junit", str(folder / "junit.xml"),
-        "--cache-path", str(cache), "--threshold", "answer-relevancy=0",
+        "score",
+        str(data),
+        "--scorer",
+        "answer-relevancy",
+        "--batch-size",
+        "1",
+        "--out",
+        str(folder / "results.jsonl"),
+        "--summary",
+        str(folder / "summary.json"),
+        "--report",
+        str(folder / "report.html"),
+        "--junit",
+        str(folder / "junit.xml"),
+        "--cache-path",
+        str(cache),
+        "--threshold",
+        "answer-relevancy=0",
     ]
     result = run_cli(*args, env={"OFFLINE_SCORER_CACHE": str(session_cache)})
     return folder, data, cache, result
@@ -108,9 +132,13 @@ def test_score_writes_every_report(scored_run) -> None:  # type: ignore[no-untyp
 def test_threshold_exit_status_from_cached_answers(scored_run) -> None:  # type: ignore[no-untyped-def]
     folder, data, cache, _ = scored_run
     common = ["score", str(data), "--batch-size", "1", "--cache-path", str(cache), "--summary"]
-    cannot_pass = run_cli(*common, str(folder / "s1.json"), "--threshold", "answer-relevancy=0.999..1")
+    cannot_pass = run_cli(
+        *common, str(folder / "s1.json"), "--threshold", "answer-relevancy=0.999..1"
+    )
     can_pass = run_cli(*common, str(folder / "s2.json"), "--threshold", "answer-relevancy=0")
-    mean = json.loads((folder / "s2.json").read_text())["scorers"]["answer-relevancy-scorer"]["mean"]
+    mean = json.loads((folder / "s2.json").read_text())["scorers"]["answer-relevancy-scorer"][
+        "mean"
+    ]
     if mean < 0.999:
         assert cannot_pass.returncode == 1, cannot_pass.stderr
         assert "FAIL" in cannot_pass.stdout
@@ -120,11 +148,24 @@ def test_threshold_exit_status_from_cached_answers(scored_run) -> None:  # type:
 
 
 @pytest.mark.slow
-def test_killed_run_resumes_from_cache_with_identical_results(scored_run, session_cache: Path) -> None:  # type: ignore[no-untyped-def]
+def test_killed_run_resumes_from_cache_with_identical_results(
+    scored_run, session_cache: Path
+) -> None:  # type: ignore[no-untyped-def]
     folder, data, _, _ = scored_run
     cache = folder / "resume.sqlite"
     out = folder / "resumed.jsonl"
-    args = [*CLI, "score", str(data), "--batch-size", "1", "--cache-path", str(cache), "--out", str(out), "-q"]
+    args = [
+        *CLI,
+        "score",
+        str(data),
+        "--batch-size",
+        "1",
+        "--cache-path",
+        str(cache),
+        "--out",
+        str(out),
+        "-q",
+    ]
     env = {**os.environ, "OFFLINE_SCORER_CACHE": str(session_cache)}
     process = subprocess.Popen(args, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     finished_calls = 0
@@ -139,7 +180,12 @@ def test_killed_run_resumes_from_cache_with_identical_results(scored_run, sessio
     process.send_signal(signal.SIGKILL)
     process.wait()
     assert finished_calls >= 3 and not out.exists()
-    resumed = run_cli(*args[3:], "--summary", str(folder / "resumed-summary.json"), env={"OFFLINE_SCORER_CACHE": str(session_cache)})
+    resumed = run_cli(
+        *args[3:],
+        "--summary",
+        str(folder / "resumed-summary.json"),
+        env={"OFFLINE_SCORER_CACHE": str(session_cache)},
+    )
     assert resumed.returncode == 0, resumed.stderr
     summary = json.loads((folder / "resumed-summary.json").read_text())
     assert summary["cache_hits"] >= finished_calls

@@ -34,7 +34,11 @@ def test_jsonl_json_csv_and_lists_give_the_same_items(tmp_path: Path) -> None:
 def test_custom_field_names(tmp_path: Path) -> None:
     path = write(tmp_path / "d.jsonl", json.dumps({"question": "Q", "answer": "A", "ref": "R"}))
     data = load_dataset(path, fields=Fields(input="question", output="answer", ground_truth="ref"))
-    assert (data.items[0].input, data.items[0].output, data.items[0].ground_truth) == ("Q", "A", "R")
+    assert (data.items[0].input, data.items[0].output, data.items[0].ground_truth) == (
+        "Q",
+        "A",
+        "R",
+    )
 
 
 def test_bad_rows_are_listed_with_line_numbers(tmp_path: Path) -> None:

@@ -25,7 +25,9 @@ DATA = [{"input": "q1", "output": "12345"}, {"input": "q2", "output": "123456789
 def test_means_counts_and_callback() -> None:
     seen = []
     result = run_evals(
-        DATA, [length_scorer()], on_item_complete=lambda item, out, res: seen.append(out),
+        DATA,
+        [length_scorer()],
+        on_item_complete=lambda item, out, res: seen.append(out),
         progress=False,
     )
     assert result.scores == {"length": 0.75}
@@ -60,7 +62,11 @@ def test_thresholds_give_a_verdict() -> None:
 
 @pytest.mark.parametrize(
     ("thresholds", "message"),
-    [({"length": 1.5}, "outside 0..1"), ({"other": 0.5}, "not among"), ({"length": (0.9, 0.1)}, "above")],
+    [
+        ({"length": 1.5}, "outside 0..1"),
+        ({"other": 0.5}, "not among"),
+        ({"length": (0.9, 0.1)}, "above"),
+    ],
 )
 def test_bad_thresholds(thresholds: dict[str, object], message: str) -> None:
     with pytest.raises(ConfigurationError, match=message):

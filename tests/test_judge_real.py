@@ -28,7 +28,10 @@ class Food(BaseModel):
 
 def prompt(item: str) -> list[dict[str, str]]:
     return [
-        {"role": "system", "content": "Classify the item as fruit, vegetable or other and list its usual colours."},
+        {
+            "role": "system",
+            "content": "Classify the item as fruit, vegetable or other and list its usual colours.",
+        },
         {"role": "user", "content": item},
     ]
 

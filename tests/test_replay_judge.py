@@ -6,16 +6,22 @@ import json
 from pathlib import Path
 
 import pytest
-
-from offline_scorer import CachedJudge, RecordingJudge, ReplayJudge, ReplayMissError
-from offline_scorer import TransformersJudge
-
 from test_judge_real import ITEMS, Food, prompt
+
+from offline_scorer import (
+    CachedJudge,
+    RecordingJudge,
+    ReplayJudge,
+    ReplayMissError,
+    TransformersJudge,
+)
 
 pytestmark = pytest.mark.slow
 
 
-def test_record_then_replay_identical_without_model(judge: TransformersJudge, tmp_path: Path) -> None:
+def test_record_then_replay_identical_without_model(
+    judge: TransformersJudge, tmp_path: Path
+) -> None:
     path = tmp_path / "recording.json"
     recorder = RecordingJudge(judge, path)
     prompts = [prompt(item) for item in ITEMS[:3]]
@@ -38,7 +44,9 @@ def test_replay_miss_shows_the_prompt(judge: TransformersJudge, tmp_path: Path) 
     assert "a changed prompt" in str(caught.value)
 
 
-def test_cache_serves_second_run_without_the_model(judge: TransformersJudge, tmp_path: Path) -> None:
+def test_cache_serves_second_run_without_the_model(
+    judge: TransformersJudge, tmp_path: Path
+) -> None:
     cached = CachedJudge(judge, tmp_path / "cache.sqlite")
     prompts = [prompt(item) for item in ITEMS[:2]]
     first = cached.generate_json(prompts, Food)

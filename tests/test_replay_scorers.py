@@ -10,8 +10,8 @@ import json
 from pathlib import Path
 
 import pytest
-
 from cases import RELEVANCY_CASES, SIMILARITY_CASES
+
 from offline_scorer import (
     ReplayJudge,
     create_answer_relevancy_scorer,
@@ -33,7 +33,9 @@ def test_relevancy_replay_pins_score_and_reason(replay: ReplayJudge, name: str) 
     result = scorer.run_batch([dict(RELEVANCY_CASES[name], run_id=name)])[0]
     expected = EXPECTED[f"answer-relevancy-scorer/{name}"]
     assert (result.status, result.score, result.reason) == (
-        expected["status"], expected["score"], expected["reason"],
+        expected["status"],
+        expected["score"],
+        expected["reason"],
     )
 
 
@@ -43,7 +45,9 @@ def test_similarity_replay_pins_score_and_reason(replay: ReplayJudge, name: str)
     result = scorer.run_batch([dict(SIMILARITY_CASES[name], run_id=name)])[0]
     expected = EXPECTED[f"answer-similarity-scorer/{name}"]
     assert (result.status, result.score, result.reason) == (
-        expected["status"], expected["score"], expected["reason"],
+        expected["status"],
+        expected["score"],
+        expected["reason"],
     )
 
 

@@ -9,8 +9,8 @@ people is measured by benchmarks/, not asserted here.
 from __future__ import annotations
 
 import pytest
-
 from cases import RELEVANCY_CASES, SIMILARITY_CASES
+
 from offline_scorer import (
     TransformersJudge,
     create_answer_relevancy_scorer,

@@ -39,7 +39,9 @@ def test_missing_text_is_empty() -> None:
     assert extract_text([{"role": "user", "content": "q"}], side="output") == ""
 
 
-@pytest.mark.parametrize("value", [42, 3.5, b"bytes", {"other": 1}, [1, 2], [{"role": "assistant", "content": 5}]])
+@pytest.mark.parametrize(
+    "value", [42, 3.5, b"bytes", {"other": 1}, [1, 2], [{"role": "assistant", "content": 5}]]
+)
 def test_unsupported_shapes_raise_type_error_naming_accepted_shapes(value: object) -> None:
     with pytest.raises(TypeError) as caught:
         extract_text(value, side="output")

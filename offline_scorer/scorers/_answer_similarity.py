@@ -13,7 +13,8 @@ from collections.abc import Mapping, Sequence
 from functools import lru_cache
 from typing import Any, Literal, Optional
 
-from pydantic import BaseModel, ConfigDict, Field, create_model, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import create_model as _create_model
 
 from offline_scorer._exceptions import ConfigurationError
 from offline_scorer._judge import Judge
@@ -34,6 +35,8 @@ SCORER_ID = "answer-similarity-scorer"
 TEMPLATES = "answer-similarity"
 MAX_UNITS = 16
 MatchType = Literal["exact", "semantic", "partial", "missing"]
+# Run schemas are built at run time from the extracted units; mypy cannot follow them.
+create_model: Any = _create_model
 NO_GROUND_TRUTH_REASON = {
     "en": "The score is 0 because no ground truth was provided to compare the answer with.",
     "fr": "Le score est de 0 car aucune réponse de référence n'a été fournie pour comparer "
@@ -80,7 +83,7 @@ class UnitMatch(BaseModel):
     """How one ground-truth unit is expressed in the answer."""
 
     ground_truth_unit: str
-    output_unit: Optional[str]  # noqa: UP045 - pydantic create_model needs a runtime type
+    output_unit: Optional[str]
     match_type: MatchType
     explanation: str
 
@@ -150,7 +153,10 @@ def analysis_schema(
     """
     out_type: Any = Literal[output_units] if output_units else None  # type: ignore[valid-type]
     gt_type: Any = Literal[ground_truth_units]  # type: ignore[valid-type]
-    matches = [_match_type_for(position, unit, out_type) for position, unit in enumerate(ground_truth_units)]
+    matches = [
+        _match_type_for(position, unit, out_type)
+        for position, unit in enumerate(ground_truth_units)
+    ]
     contradiction = create_model(
         "RunContradiction",
         output_unit=(out_type if output_units else str, ...),

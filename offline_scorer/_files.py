@@ -1,0 +1,44 @@
+"""Writing files atomically: readers never see a half-written file."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+StrPath = str | os.PathLike[str]
+
+
+def write_text_atomically(path: StrPath, text: str) -> Path:
+    """Write ``text`` as UTF-8 to a temporary file next to ``path``, then rename it over ``path``.
+
+    Lone surrogates (possible in strings decoded from JSON) are written as ``\\uXXXX``
+    escapes instead of failing; inside a JSON string that escape decodes back to the same
+    character.
+
+    Args:
+        path: the file to write; missing parent folders are created.
+        text: the whole content.
+
+    Returns:
+        The written path.
+    """
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    handle, temporary = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8", errors="backslashreplace") as stream:
+            stream.write(text)
+        _make_readable(temporary)
+        os.replace(temporary, target)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
+    return target
+
+
+def _make_readable(path: str) -> None:
+    """Give a ``mkstemp`` file (private, 0600) the permissions a plain ``open`` would give."""
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(path, 0o666 & ~umask)
