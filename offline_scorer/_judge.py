@@ -384,8 +384,16 @@ class TransformersJudge:
         except OfflineScorerError:
             raise
         except Exception as error:
+            if is_out_of_memory(error) and len(chunk) > 1:
+                # Retry in halves, down to one prompt, before anything fails.
+                _free_accelerator_memory()
+                middle = len(chunk) // 2
+                for half in (chunk[:middle], chunk[middle:]):
+                    self._run_chunk(kind, half, schema_texts, budget, results, usages)
+                return
+            hint = " even alone; use a smaller model or a shorter input" if is_out_of_memory(error) else ""
             failure = JudgeOutputError(
-                f"Generation failed for a batch of {len(chunk)} prompts: "
+                f"Generation failed for a batch of {len(chunk)} prompts{hint}: "
                 f"{type(error).__name__}: {error}"
             )
             failure.__cause__ = error
@@ -459,6 +467,22 @@ class TransformersJudge:
             )
         new_tokens = output[:, input_ids.shape[1] :].tolist()
         return [_cut_at_eos(row, eos_ids) for row in new_tokens]
+
+
+def is_out_of_memory(error: BaseException) -> bool:
+    """Whether an exception from torch means the device (or host) ran out of memory."""
+    import torch
+
+    if isinstance(error, (MemoryError, torch.OutOfMemoryError)):
+        return True
+    return isinstance(error, RuntimeError) and "out of memory" in str(error).lower()
+
+
+def _free_accelerator_memory() -> None:
+    import torch
+
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
 
 
 class _SentenceLimit:

@@ -62,3 +62,20 @@ def test_injection_answer_recorded_behaviour(replay: ReplayJudge) -> None:
     verdicts = result.analyze_step_result["results"]
     assert len(verdicts) == len(result.preprocess_step_result["statements"]) >= 1
     assert {v["result"] for v in verdicts} <= {"yes", "unsure", "no"}
+
+
+def test_a_failing_judge_step_fails_only_its_own_runs(replay: ReplayJudge) -> None:
+    """One run's analyze prompt has no recording (as if the model failed on it)."""
+    scorer = create_answer_relevancy_scorer(judge=replay)
+    runs = [
+        dict(RELEVANCY_CASES["relevant"], run_id="relevant"),
+        {"input": "A question never recorded?", "output": "The capital of France is Paris."},
+        dict(RELEVANCY_CASES["off_topic"], run_id="off_topic"),
+    ]
+    results = scorer.run_batch(runs)
+    assert [r.status for r in results] == ["scored", "failed", "scored"]
+    failed = results[1]
+    assert failed.error.startswith("Scorer run failed:") and failed.failed_step == "analyze"
+    assert failed.preprocess_step_result is not None  # the finished step is kept
+    assert failed.score is None
+    assert results[0].score == EXPECTED["answer-relevancy-scorer/relevant"]["score"]

@@ -102,3 +102,15 @@ def test_run_batch_equals_single_runs_with_one_call_per_stage(judge: Transformer
     for one, many in zip(singles, batch, strict=True):
         assert one.score == many.score and one.reason == many.reason
         assert one.analyze_step_result == many.analyze_step_result
+
+
+def test_french_prompts_and_reason(judge: TransformersJudge) -> None:
+    scorer = create_answer_similarity_scorer(judge=judge, language="fr")
+    result = scorer.run(
+        input="Quelle est la capitale de la France ?",
+        output="Paris est la capitale de la France.",
+        ground_truth="La capitale de la France est Paris.",
+    )
+    assert result.status == "scored"
+    assert "Réponse de référence" in result.preprocess_prompt[1]["content"]
+    assert result.reason.startswith("Le score est de")
