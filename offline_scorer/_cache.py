@@ -23,6 +23,7 @@ from offline_scorer._judge import (
     ItemUsage,
     Judge,
     JudgeCall,
+    JudgeWrapper,
     SchemaArg,
     finish,
     parse_json_output,
@@ -87,7 +88,7 @@ class ResultCache:
         return int(self._connect().execute("SELECT COUNT(*) FROM answers").fetchone()[0])
 
 
-class CachedJudge:
+class CachedJudge(JudgeWrapper):
     """Serves answers from a :class:`ResultCache` and asks the inner judge only for misses.
 
     Failed answers are not cached: a later run asks again.
@@ -108,16 +109,6 @@ class CachedJudge:
         self._calls: list[JudgeCall] = []
         self.hits = 0
         self.misses = 0
-
-    @property
-    def model_id(self) -> str:
-        """The inner judge's model name."""
-        return self.inner.model_id
-
-    @property
-    def fingerprint(self) -> str:
-        """The inner judge's fingerprint."""
-        return self.inner.fingerprint
 
     @property
     def call_log(self) -> list[JudgeCall]:

@@ -106,6 +106,22 @@ class Judge(Protocol):
         ...
 
 
+class JudgeWrapper:
+    """Base of judges that wrap another judge (cache, recorder): same model identity."""
+
+    inner: Judge
+
+    @property
+    def model_id(self) -> str:
+        """The inner judge's model name."""
+        return self.inner.model_id
+
+    @property
+    def fingerprint(self) -> str:
+        """The inner judge's fingerprint."""
+        return self.inner.fingerprint
+
+
 def schemas_per_prompt(schema: SchemaArg, count: int) -> list[type[BaseModel]]:
     """Expand a single schema to one per prompt, or check a list has one per prompt."""
     if isinstance(schema, type):
@@ -391,7 +407,11 @@ class TransformersJudge:
                 for half in (chunk[:middle], chunk[middle:]):
                     self._run_chunk(kind, half, schema_texts, budget, results, usages)
                 return
-            hint = " even alone; use a smaller model or a shorter input" if is_out_of_memory(error) else ""
+            hint = (
+                " even alone; use a smaller model or a shorter input"
+                if is_out_of_memory(error)
+                else ""
+            )
             failure = JudgeOutputError(
                 f"Generation failed for a batch of {len(chunk)} prompts{hint}: "
                 f"{type(error).__name__}: {error}"

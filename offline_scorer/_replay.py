@@ -26,6 +26,7 @@ from offline_scorer._judge import (
     ItemUsage,
     Judge,
     JudgeCall,
+    JudgeWrapper,
     SchemaArg,
     finish,
     parse_json_output,
@@ -142,7 +143,7 @@ class ReplayJudge:
         self._calls.append(JudgeCall(kind, [ItemUsage(0, 0, 0.0, cached=True) for _ in prompts]))
 
 
-class RecordingJudge:
+class RecordingJudge(JudgeWrapper):
     """Wraps a real judge and records every answer it gives into a recording file.
 
     The file is rewritten atomically after every call, so an interrupted run keeps what
@@ -158,16 +159,6 @@ class RecordingJudge:
         self.path = Path(path)
         self._entries: dict[str, Any] = _read_recording(self.path) if self.path.exists() else {}
         self._lock = threading.Lock()
-
-    @property
-    def model_id(self) -> str:
-        """The inner judge's model name."""
-        return self.inner.model_id
-
-    @property
-    def fingerprint(self) -> str:
-        """The inner judge's fingerprint."""
-        return self.inner.fingerprint
 
     @property
     def call_log(self) -> list[JudgeCall]:

@@ -8,17 +8,17 @@ explains it.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from functools import lru_cache
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, create_model, field_validator
+from pydantic import BaseModel, ConfigDict, Field, create_model
 
 from offline_scorer._judge import Judge
 from offline_scorer._pipeline import PromptStep, Scorer, Skip, StepContext, create_scorer
 from offline_scorer._prompts import render_prompt
 from offline_scorer.scorers._common import (
+    FiniteFloat,
     build_options,
     format_score,
     item_limit,
@@ -40,23 +40,10 @@ class AnswerRelevancyOptions(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    uncertainty_weight: float = Field(
+    uncertainty_weight: FiniteFloat = Field(
         0.3, ge=0, le=1, description="Weight of an 'unsure' verdict, between 0 and 1."
     )
-    scale: float = Field(1, gt=0, description="The maximum score.")
-
-    @field_validator("uncertainty_weight", "scale")
-    @classmethod
-    def _finite(cls, value: float) -> float:
-        if not math.isfinite(value):
-            raise ValueError("must be a finite number")
-        return value
-
-
-class Statements(BaseModel):
-    """Preprocess result: the answer split into standalone statements."""
-
-    statements: list[str] = Field(max_length=MAX_STATEMENTS)
+    scale: FiniteFloat = Field(1, gt=0, description="The maximum score.")
 
 
 class Verdict(BaseModel):

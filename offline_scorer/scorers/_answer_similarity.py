@@ -8,12 +8,11 @@ answer units and contradictions; the score follows the reference formula (see
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from functools import lru_cache
 from typing import Any, Literal, Optional
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field
 from pydantic import create_model as _create_model
 
 from offline_scorer._exceptions import ConfigurationError
@@ -22,6 +21,7 @@ from offline_scorer._pipeline import PromptStep, Scorer, Skip, StepContext, crea
 from offline_scorer._prompts import check_language, render_prompt
 from offline_scorer._text import ground_truth_text
 from offline_scorer.scorers._common import (
+    FiniteFloat,
     build_options,
     format_score,
     item_limit,
@@ -50,33 +50,16 @@ class AnswerSimilarityOptions(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     require_ground_truth: bool = True
-    semantic_threshold: float = Field(0.8, ge=0, description="Points for a semantic match.")
-    exact_match_bonus: float = Field(0.2, ge=0, description="Extra points for an exact match.")
-    missing_penalty: float = Field(0.15, ge=0, description="Points lost per missing unit.")
-    contradiction_penalty: float = Field(1.0, ge=0, description="Lost per contradiction.")
-    extra_info_penalty: float = Field(0.05, ge=0, description="Lost per extra unit (max 0.2).")
-    scale: float = Field(1, gt=0, description="The maximum score.")
-
-    @field_validator(
-        "semantic_threshold",
-        "exact_match_bonus",
-        "missing_penalty",
-        "contradiction_penalty",
-        "extra_info_penalty",
-        "scale",
+    semantic_threshold: FiniteFloat = Field(0.8, ge=0, description="Points for a semantic match.")
+    exact_match_bonus: FiniteFloat = Field(
+        0.2, ge=0, description="Extra points for an exact match."
     )
-    @classmethod
-    def _finite(cls, value: float) -> float:
-        if not math.isfinite(value):
-            raise ValueError("must be a finite number")
-        return value
-
-
-class Units(BaseModel):
-    """Preprocess result: semantic units of the answer and of the ground truth."""
-
-    output_units: list[str] = Field(max_length=MAX_UNITS)
-    ground_truth_units: list[str] = Field(min_length=1, max_length=MAX_UNITS)
+    missing_penalty: FiniteFloat = Field(0.15, ge=0, description="Points lost per missing unit.")
+    contradiction_penalty: FiniteFloat = Field(1.0, ge=0, description="Lost per contradiction.")
+    extra_info_penalty: FiniteFloat = Field(
+        0.05, ge=0, description="Lost per extra unit (max 0.2)."
+    )
+    scale: FiniteFloat = Field(1, gt=0, description="The maximum score.")
 
 
 class UnitMatch(BaseModel):

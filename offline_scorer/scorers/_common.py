@@ -4,9 +4,21 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import Any
+from typing import Annotated, Any
+
+from pydantic import AfterValidator
 
 from offline_scorer._judge import Judge
+
+
+def _check_finite(value: float) -> float:
+    if not math.isfinite(value):
+        raise ValueError("must be a finite number")
+    return value
+
+
+FiniteFloat = Annotated[float, AfterValidator(_check_finite)]
+"""A float option type that refuses NaN and infinities."""
 
 
 def round_half_up(value: float) -> float:
