@@ -55,6 +55,7 @@ from offline_scorer._pipeline import (  # noqa: E402
     StepContext,
     create_scorer,
     not_scorable,
+    template_prompt,
 )
 from offline_scorer._registry import get_scorer, scorer_ids  # noqa: E402
 from offline_scorer._replay import RecordingJudge, ReplayJudge  # noqa: E402
@@ -120,4 +121,5 @@ __all__ = [
     "run_evals",
     "scorer_ids",
     "similarity_score",
+    "template_prompt",
 ]

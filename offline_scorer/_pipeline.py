@@ -9,6 +9,7 @@ moves to the next stage; ``run`` is ``run_batch`` of one run.
 
 from __future__ import annotations
 
+import os
 import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -353,6 +354,7 @@ def create_scorer(
     name: str | None = None,
     description: str = "",
     judge: Judge | Callable[[], Judge] | None = None,
+    model: str | None = None,
     preprocess: Step | None = None,
     analyze: Step | None = None,
     generate_score: FunctionStep | None = None,
@@ -367,6 +369,8 @@ def create_scorer(
         name: a human name (defaults to the id).
         description: what the scorer measures.
         judge: the judge for prompt steps, or a function building it on first use.
+        model: instead of ``judge``, a model reference (card name, HF directory, .gguf);
+            scorers with the same model share one loaded judge.
         preprocess: optional first step (prompt step or function).
         analyze: optional second step (prompt step or function).
         generate_score: required; a pure function returning a number or
@@ -401,6 +405,13 @@ def create_scorer(
                 f"Scorer '{id}': step '{step_name}' must be a PromptStep or a function."
             )
         steps[step_name] = step
+    if model is not None:
+        if judge is not None:
+            raise ConfigurationError(f"Scorer '{id}': pass either judge= or model=, not both.")
+        from offline_scorer._registry import shared_judge
+
+        reference = model
+        judge = lambda: shared_judge(reference)  # noqa: E731 - built on first use
     if judge is None and any(isinstance(s, PromptStep) for s in steps.values()):
         raise ConfigurationError(
             f"Scorer '{id}' has prompt steps but no judge; pass judge= (a Judge, e.g. "
@@ -415,6 +426,35 @@ def create_scorer(
         options=options,
         language=language,
     )
+
+
+def template_prompt(
+    scorer: str, step: str, *, folder: str | os.PathLike[str] | None = None
+) -> Renderer:
+    """A prompt renderer from a template file ``<folder>/<scorer>/<language>/<step>.jinja``.
+
+    The template sees ``input``, ``output`` and ``ground_truth`` (as text), ``options``,
+    ``request_context`` and ``results`` (the earlier steps' results by step name).
+
+    Example:
+        >>> step = PromptStep(template_prompt("tone", "analyze", folder="my_prompts"),
+        ...                   schema=ToneVerdict)  # doctest: +SKIP
+    """
+    from offline_scorer._prompts import render_prompt
+    from offline_scorer._text import ground_truth_text
+
+    def render(ctx: StepContext) -> Prompt:
+        variables = {
+            "input": ctx.input_text,
+            "output": ctx.output_text,
+            "ground_truth": ground_truth_text(ctx.ground_truth) or "",
+            "options": ctx.options.model_dump() if isinstance(ctx.options, BaseModel) else {},
+            "request_context": ctx.request_context or {},
+            "results": dict(ctx.results),
+        }
+        return render_prompt(scorer, ctx.language, step, variables, folder=folder)
+
+    return render
 
 
 def _is_judge(value: Any) -> bool:

@@ -234,6 +234,8 @@ def _print_summary(result: Any) -> None:
             f"{scorer_id}: mean {mean} over {item.scored} scored "
             f"({item.not_scorable} not scorable, {item.failed} failed){verdict}"
         )
+    for problem in result.summary.skipped_rows:
+        typer.echo(f"skipped line {problem.line}: {problem.message}")
     if result.summary.verdict:
         typer.echo(f"verdict: {result.summary.verdict}")
 

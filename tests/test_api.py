@@ -147,3 +147,59 @@ def test_similarity_missing_ground_truth_optional_scores_zero_without_model_call
     scorer._judge = None
     result = scorer.run(input="q", output="a", ground_truth=None)
     assert result.score == 0 and "no ground truth" in (result.reason or "")
+
+
+def test_custom_scorer_from_a_template_folder_with_a_replayed_judge(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """A user-defined prompt step rendered from the user's own template folder."""
+    import json
+
+    from pydantic import BaseModel
+
+    from offline_scorer import PromptStep, ReplayJudge, template_prompt
+    from offline_scorer._keys import request_key, schema_text
+
+    class Tone(BaseModel):
+        polite: bool
+
+    folder = tmp_path / "prompts" / "tone" / "en"
+    folder.mkdir(parents=True)
+    (folder / "analyze.jinja").write_text(
+        "{% block system %}Is the answer polite?{% endblock %}"
+        "{% block user %}{{ output }} (max {{ options.get('scale', 1) }}){% endblock %}"
+    )
+    render = template_prompt("tone", "analyze", folder=tmp_path / "prompts")
+    messages = [
+        {"role": "system", "content": "Is the answer polite?"},
+        {"role": "user", "content": "Thanks! (max 1)"},
+    ]
+    key = request_key("fake@1", messages, schema_text(Tone))
+    recording = tmp_path / "rec.json"
+    recording.write_text(
+        json.dumps(
+            {
+                "format": "offline-scorer-recording/1",
+                "entries": {
+                    key: {
+                        "model": "fake@1",
+                        "kind": "json",
+                        "messages": messages,
+                        "schema": None,
+                        "output": '{"polite":true}',
+                    }
+                },
+            }
+        )
+    )
+    scorer = create_scorer(
+        id="tone",
+        judge=ReplayJudge(recording),
+        analyze=PromptStep(render, schema=Tone),
+        generate_score=lambda ctx: 1.0 if ctx.analyze_result["polite"] else 0.0,
+    )
+    result = scorer.run(input="q", output="Thanks!")
+    assert result.score == 1.0 and result.analyze_prompt == messages
+
+
+def test_model_and_judge_are_exclusive() -> None:
+    with pytest.raises(ConfigurationError, match="either"):
+        create_scorer(id="x", judge=object(), model="m", generate_score=lambda ctx: 1)  # type: ignore[arg-type]
