@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import time
 import uuid
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Union, cast
 
@@ -481,7 +481,3 @@ def _check_score(value: Any) -> float:
     if not math.isfinite(value):
         raise ValueError(f"generate_score returned {value}, which is not a finite number.")
     return float(value)
-
-
-def _unused(_: Sequence[Any]) -> None:  # pragma: no cover - keeps Sequence import for typing
-    return None
