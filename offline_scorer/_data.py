@@ -9,7 +9,6 @@ listed in ``Dataset.problems``.
 from __future__ import annotations
 
 import csv
-import io
 import json
 import os
 from collections.abc import Iterable, Iterator, Mapping
@@ -53,11 +52,38 @@ class DataItem:
         return self.output is not MISSING
 
 
+class LazyItems:
+    """The usable items of a dataset file, read again from disk on every iteration.
+
+    Only the rows being scored are in memory, whatever the size of the file.
+    """
+
+    def __init__(self, data: Any, fields: Fields, count: int):
+        self._data = data
+        self._fields = fields
+        self._count = count
+
+    def __len__(self) -> int:
+        return self._count
+
+    def __iter__(self) -> Iterator[DataItem]:
+        _, rows = _rows(self._data)
+        index = 0
+        for line, row in rows:
+            if isinstance(row, RowProblem):
+                continue
+            checked = _check_row(row, line, index, self._fields)
+            if isinstance(checked, DataItem):
+                index += 1
+                yield checked
+
+
 @dataclass
 class Dataset:
-    """Usable items, and the rows that were skipped with why."""
+    """Usable items (a list, or :class:`LazyItems` for a file read lazily), and the rows
+    that were skipped with why."""
 
-    items: list[DataItem]
+    items: list[DataItem] | LazyItems
     problems: list[RowProblem] = field(default_factory=list)
     source: str = "<data>"
 
@@ -70,6 +96,7 @@ def load_dataset(
     *,
     fields: Fields | None = None,
     skip_invalid: bool = False,
+    lazy: bool = False,
 ) -> Dataset:
     """Read and check a dataset.
 
@@ -78,6 +105,8 @@ def load_dataset(
             pandas DataFrame or a Hugging Face ``datasets.Dataset``.
         fields: column names (defaults: ``input``, ``output``, ``ground_truth``, ``id``).
         skip_invalid: keep the good rows and list the bad ones instead of failing.
+        lazy: for a file, check every row now but keep none of them in memory; the items
+            are read again from the file when iterated (for datasets of any size).
 
     Returns:
         The dataset.
@@ -88,17 +117,21 @@ def load_dataset(
     """
     fields = fields or Fields()
     source, rows = _rows(data)
+    keep = not (lazy and isinstance(data, (str, os.PathLike)))
     items: list[DataItem] = []
     problems: list[RowProblem] = []
+    count = 0
     for line, row in rows:
         if isinstance(row, RowProblem):
             problems.append(row)
             continue
-        checked = _check_row(row, line, len(items), fields)
+        checked = _check_row(row, line, count, fields)
         if isinstance(checked, RowProblem):
             problems.append(checked)
         else:
-            items.append(checked)
+            count += 1
+            if keep:
+                items.append(checked)
     if problems and not skip_invalid:
         shown = "\n".join(f"  line {p.line}: {p.message}" for p in problems[:20])
         more = f"\n  ... and {len(problems) - 20} more" if len(problems) > 20 else ""
@@ -106,9 +139,9 @@ def load_dataset(
             f"{source}: {len(problems)} invalid row(s); nothing was scored.\n{shown}{more}\n"
             "Fix them, or pass --skip-invalid (skip_invalid=True) to score the other rows."
         )
-    if not items:
+    if count == 0:
         raise DataError(f"{source}: the dataset has no usable rows.")
-    return Dataset(items, problems, source)
+    return Dataset(items if keep else LazyItems(data, fields, count), problems, source)
 
 
 def _rows(data: Any) -> tuple[str, Iterator[tuple[int, Any]]]:
@@ -146,13 +179,25 @@ def _read_text(path: Path) -> str:
 
 
 def _jsonl_rows(path: Path) -> Iterator[tuple[int, Any]]:
-    for number, text in enumerate(_read_text(path).splitlines(), start=1):
-        if not text.strip():
-            continue
+    # Line by line: a file of any size is never held in memory whole.
+    with _open_text(path) as handle:
         try:
-            yield number, json.loads(text)
-        except json.JSONDecodeError as error:
-            yield number, RowProblem(line=number, message=f"invalid JSON: {error.msg}")
+            for number, text in enumerate(handle, start=1):
+                if not text.strip():
+                    continue
+                try:
+                    yield number, json.loads(text)
+                except json.JSONDecodeError as error:
+                    yield number, RowProblem(line=number, message=f"invalid JSON: {error.msg}")
+        except UnicodeDecodeError as error:
+            raise DataError(f"{path} is not UTF-8 text (byte {error.start} of a block).") from error
+
+
+def _open_text(path: Path) -> Any:
+    try:
+        return path.open(encoding="utf-8-sig", newline="")
+    except OSError as error:
+        raise DataError(f"Cannot read {path}: {error}") from error
 
 
 def _json_rows(path: Path) -> Iterator[tuple[int, Any]]:
@@ -168,12 +213,18 @@ def _json_rows(path: Path) -> Iterator[tuple[int, Any]]:
 
 
 def _csv_rows(path: Path) -> Iterator[tuple[int, Any]]:
-    reader = csv.DictReader(io.StringIO(_read_text(path), newline=""))
-    if not reader.fieldnames:
-        raise DataError(f"{path}: the CSV file has no header row.")
-    for row in reader:
-        # line_num is the physical line of the row's end (quoted cells may span lines).
-        yield reader.line_num, {k: v for k, v in row.items() if k is not None}
+    with _open_text(path) as handle:
+        try:
+            reader = csv.DictReader(handle)
+            if not reader.fieldnames:
+                raise DataError(f"{path}: the CSV file has no header row.")
+            for row in reader:
+                # line_num is the physical line of the row's end (quoted cells may span lines).
+                yield reader.line_num, {k: v for k, v in row.items() if k is not None}
+        except UnicodeDecodeError as error:
+            raise DataError(f"{path} is not UTF-8 text (byte {error.start} of a block).") from error
+        except csv.Error as error:
+            raise DataError(f"{path}: unreadable CSV at line {reader.line_num}: {error}") from error
 
 
 def _check_row(row: Any, line: int, index: int, fields: Fields) -> DataItem | RowProblem:

@@ -5,8 +5,9 @@ from __future__ import annotations
 import math
 import sys
 import time
-from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from itertools import islice
+from typing import Any, Literal
 
 from offline_scorer._agent import LocalAgent
 from offline_scorer._data import MISSING, DataItem, Dataset, Fields, load_dataset
@@ -37,6 +38,7 @@ def run_evals(
     *,
     fields: Fields | None = None,
     skip_invalid: bool = False,
+    keep_items: bool = True,
 ) -> EvalResult:
     """Score a dataset with one or more scorers.
 
@@ -59,6 +61,9 @@ def run_evals(
         progress: show a progress bar on stderr when it is a terminal.
         fields: column names for file and list data.
         skip_invalid: score the valid rows and report the invalid ones.
+        keep_items: keep every item's results in the returned value. With False, memory
+            stays flat whatever the dataset size: results reach you only through
+            ``on_item_complete`` and the summary is computed as items finish.
 
     Returns:
         Means per scorer id (over scored items, not rounded), the summary (counts, verdict)
@@ -93,14 +98,16 @@ def run_evals(
     if batch_size < 1:
         raise ConfigurationError("batch_size must be at least 1.")
     items: list[EvalItem] = []
+    totals = _Totals(built, limits)
     bar = _Progress(len(dataset), enabled=progress)
     interrupted = False
     try:
-        for start in range(0, len(dataset), batch_size):
-            chunk = dataset.items[start : start + batch_size]
+        for chunk in _chunks(dataset.items, batch_size):
             done = _score_chunk(chunk, built, target, fail_fast)
             for item in done:
-                items.append(item)
+                totals.add(item)
+                if keep_items:
+                    items.append(item)
                 if on_item_complete is not None:
                     on_item_complete(item, item.output, item.results)
             bar.advance(len(done))
@@ -108,7 +115,7 @@ def run_evals(
         interrupted = True
     finally:
         bar.close()
-    summary = summarize(items, built, limits, time.perf_counter() - started)
+    summary = totals.summary(time.perf_counter() - started)
     summary.total_items = len(dataset)
     summary.skipped_rows = list(dataset.problems)
     summary.interrupted = interrupted
@@ -263,58 +270,67 @@ def _produce_outputs(
     return outputs
 
 
-def summarize(
-    items: Sequence[EvalItem],
-    scorers: Sequence[Scorer],
-    thresholds: Mapping[str, Threshold],
-    seconds: float,
-) -> EvalSummary:
-    """Aggregate item results into per-scorer means, counts, histograms and a verdict."""
-    summaries: dict[str, ScorerSummary] = {}
-    fingerprint = model_id = None
-    for scorer in scorers:
-        scale = float(scorer.options_dict().get("scale", 1))
-        results = [item.results[scorer.id] for item in items if scorer.id in item.results]
-        scores = [r.score for r in results if r.status == "scored" and r.score is not None]
-        limit = thresholds.get(scorer.id)
-        mean = sum(scores) / len(scores) if scores else None
-        summaries[scorer.id] = ScorerSummary(
-            scorer_id=scorer.id,
-            mean=mean,
-            scored=len(scores),
-            not_scorable=sum(r.status == "not_scorable" for r in results),
-            failed=sum(r.status == "failed" for r in results),
-            threshold=limit,
-            passed=None if limit is None else limit.accepts(mean),
-            histogram=_histogram(scores, scale),
-            scale=scale,
-        )
-        for result in results:
-            fingerprint = fingerprint or result.model_fingerprint
-            model_id = model_id or result.model_id
-    verdict = None
-    if thresholds:
-        verdict = (
-            "passed"
-            if all(s.passed for s in summaries.values() if s.passed is not None)
-            else "failed"
-        )
-    return EvalSummary(
-        total_items=len(items),
-        scorers=summaries,
-        verdict=verdict,
-        model_id=model_id,
-        model_fingerprint=fingerprint,
-        seconds=seconds,
-    )
+def _chunks(items: Iterable[DataItem], size: int) -> Iterator[list[DataItem]]:
+    iterator = iter(items)
+    while chunk := list(islice(iterator, size)):
+        yield chunk
 
 
-def _histogram(scores: Sequence[float], scale: float, bins: int = 10) -> list[int]:
-    counts = [0] * bins
-    for score in scores:
-        position = min(bins - 1, max(0, int(score / scale * bins))) if scale > 0 else 0
-        counts[position] += 1
-    return counts
+class _Totals:
+    """Per-scorer counts, sums and histograms, updated as items finish (flat memory)."""
+
+    def __init__(self, scorers: Sequence[Scorer], thresholds: Mapping[str, Threshold]):
+        self._scorers = list(scorers)
+        self._thresholds = thresholds
+        self._scales = {s.id: float(s.options_dict().get("scale", 1)) for s in scorers}
+        self._sums = dict.fromkeys(self._scales, 0.0)
+        self._counts = {s.id: {"scored": 0, "not_scorable": 0, "failed": 0} for s in scorers}
+        self._histograms = {s.id: [0] * 10 for s in scorers}
+        self._model: tuple[str | None, str | None] = (None, None)
+
+    def add(self, item: EvalItem) -> None:
+        for scorer_id, result in item.results.items():
+            if scorer_id not in self._counts:
+                continue
+            if result.status == "scored" and result.score is not None:
+                self._counts[scorer_id]["scored"] += 1
+                self._sums[scorer_id] += result.score
+                bins = self._histograms[scorer_id]
+                scale = self._scales[scorer_id]
+                bins[min(len(bins) - 1, max(0, int(result.score / scale * len(bins))))] += 1
+            else:
+                self._counts[scorer_id][result.status] += 1
+            if self._model == (None, None) and result.model_id:
+                self._model = (result.model_id, result.model_fingerprint)
+
+    def summary(self, seconds: float) -> EvalSummary:
+        summaries = {}
+        for scorer_id, counts in self._counts.items():
+            mean = self._sums[scorer_id] / counts["scored"] if counts["scored"] else None
+            limit = self._thresholds.get(scorer_id)
+            summaries[scorer_id] = ScorerSummary(
+                scorer_id=scorer_id,
+                mean=mean,
+                scored=counts["scored"],
+                not_scorable=counts["not_scorable"],
+                failed=counts["failed"],
+                threshold=limit,
+                passed=None if limit is None else limit.accepts(mean),
+                histogram=list(self._histograms[scorer_id]),
+                scale=self._scales[scorer_id],
+            )
+        verdict: Literal["passed", "failed"] | None = None
+        if self._thresholds:
+            held = all(s.passed for s in summaries.values() if s.passed is not None)
+            verdict = "passed" if held else "failed"
+        return EvalSummary(
+            total_items=0,  # set by the caller: rows in the dataset
+            scorers=summaries,
+            verdict=verdict,
+            model_id=self._model[0],
+            model_fingerprint=self._model[1],
+            seconds=seconds,
+        )
 
 
 def _add_cache_stats(summary: EvalSummary, scorers: Sequence[Scorer]) -> None:

@@ -29,7 +29,7 @@ def write_text_atomically(path: StrPath, text: str) -> Path:
     try:
         with os.fdopen(handle, "w", encoding="utf-8", errors="backslashreplace") as stream:
             stream.write(text)
-        _make_readable(temporary)
+        make_readable(temporary)
         os.replace(temporary, target)
     except BaseException:
         Path(temporary).unlink(missing_ok=True)
@@ -37,7 +37,7 @@ def write_text_atomically(path: StrPath, text: str) -> Path:
     return target
 
 
-def _make_readable(path: str) -> None:
+def make_readable(path: str) -> None:
     """Give a ``mkstemp`` file (private, 0600) the permissions a plain ``open`` would give."""
     umask = os.umask(0)
     os.umask(umask)

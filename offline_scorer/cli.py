@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import signal
 from pathlib import Path
@@ -119,6 +120,7 @@ def score(
         _fail(str(error))
         return
     signal.signal(signal.SIGTERM, _raise_keyboard_interrupt)
+    lines = _StreamedLines(out)
     try:
         result = run_evals(
             plan.dataset,
@@ -128,11 +130,19 @@ def score(
             batch_size=batch_size,
             fail_fast=fail_fast,
             progress=not quiet,
+            on_item_complete=lines.write,
+            # The HTML and JUnit reports need every item; results JSONL is streamed.
+            keep_items=bool(report or junit),
         )
     except OfflineScorerError as error:
+        lines.discard()
         _fail(str(error))
         return
-    _write_reports(result, out, summary_path, report, junit)
+    except BaseException:
+        lines.discard()
+        raise
+    lines.finish()
+    _write_reports(result, summary_path, report, junit)
     if not quiet:
         _print_summary(result)
     if result.summary.interrupted:
@@ -173,7 +183,8 @@ def _plan_score(
     from offline_scorer._models import resolve_model
     from offline_scorer._registry import get_scorer, shared_judge
 
-    dataset = load_dataset(data, fields=fields, skip_invalid=skip_invalid)
+    # Rows are checked now but read again while scoring: memory stays flat for big files.
+    dataset = load_dataset(data, fields=fields, skip_invalid=skip_invalid, lazy=True)
     resolve_model(model)  # unknown model or missing weights: fail before loading anything
     judge: Any = shared_judge(
         model,
@@ -206,13 +217,53 @@ def _plan_score(
     return _Plan(dataset, scorers, target, thresholds)
 
 
+class _StreamedLines:
+    """Results JSONL written as items finish, into a temporary file renamed at the end.
+
+    Readers never see a half-written file; after Ctrl-C the finished items are kept.
+    """
+
+    def __init__(self, path: Path | None):
+        import tempfile
+
+        self.path = path
+        self._handle: Any = None
+        if path is not None:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            self._handle = tempfile.NamedTemporaryFile(  # noqa: SIM115 - closed in finish()
+                "w", encoding="utf-8", dir=path.parent, prefix=f".{path.name}.", delete=False
+            )
+
+    def write(self, item: Any, output: Any, results: Any) -> None:
+        from offline_scorer._reports import append_result_lines
+
+        if self._handle is not None:
+            # One write per item: an interrupt never leaves an item half-written.
+            buffer = io.StringIO()
+            append_result_lines([item], buffer)
+            self._handle.write(buffer.getvalue())
+
+    def finish(self) -> None:
+        import os
+
+        from offline_scorer._files import make_readable
+
+        if self._handle is not None and self.path is not None:
+            self._handle.close()
+            make_readable(self._handle.name)
+            os.replace(self._handle.name, self.path)
+
+    def discard(self) -> None:
+        if self._handle is not None:
+            self._handle.close()
+            Path(self._handle.name).unlink(missing_ok=True)
+
+
 def _write_reports(
-    result: Any, out: Path | None, summary: Path | None, report: Path | None, junit: Path | None
+    result: Any, summary: Path | None, report: Path | None, junit: Path | None
 ) -> None:
     from offline_scorer import _reports
 
-    if out:
-        _reports.write_results_jsonl(result, out)
     if summary:
         _reports.write_summary_json(result, summary)
     if report:
