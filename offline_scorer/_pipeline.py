@@ -80,7 +80,26 @@ class StepContext:
         return self.results.get("generate_score")
 
 
-Renderer = Callable[[StepContext], Prompt | Skip | NotScorable]
+@dataclass(frozen=True)
+class Parts:
+    """Returned by a prompt step's renderer: several prompts for one run.
+
+    Used to split an input too long for one prompt (e.g. the chunks of a long answer). All
+    parts go to the judge in the same call as the other runs' prompts; ``merge`` turns the
+    parts' results (in order) into the step's result. A failed part fails the run.
+
+    Attributes:
+        prompts: one chat-message list per part.
+        merge: ``merge(context, results) -> step result``.
+        schemas: one schema per part, or None to use the step's schema for every part.
+    """
+
+    prompts: list[Prompt]
+    merge: Callable[[StepContext, list[Any]], Any]
+    schemas: list[type[BaseModel] | None] | None = None
+
+
+Renderer = Callable[[StepContext], Prompt | Skip | NotScorable | Parts]
 SchemaFor = Union[type[BaseModel], Callable[[StepContext], type[BaseModel]], None]
 
 
@@ -111,6 +130,16 @@ class _Run:
     context: StepContext
     result: ScoreResult
     done: bool = False
+
+
+@dataclass
+class _Ask:
+    """One prompt to send for one run (one of several when the renderer returned Parts)."""
+
+    state: _Run
+    prompt: Prompt
+    schema: type[BaseModel] | None
+    parts: Parts | None
 
 
 class Scorer:
@@ -245,7 +274,7 @@ class Scorer:
         return _Run(context, result)
 
     def _prompt_stage(self, name: str, step: PromptStep, pending: list[_Run]) -> None:
-        asking: list[tuple[_Run, Prompt, type[BaseModel] | None]] = []
+        asking: list[_Ask] = []
         for state in pending:
             started = time.perf_counter()
             try:
@@ -253,57 +282,75 @@ class Scorer:
                 if isinstance(rendered, (Skip, NotScorable)):
                     self._settle(name, state, rendered, started)
                     continue
-                schema = _schema_for(step.schema, state.context)
+                parts = rendered if isinstance(rendered, Parts) else None
+                prompts: list[Prompt] = parts.prompts if parts else [cast(Prompt, rendered)]
+                schemas = (
+                    list(parts.schemas)
+                    if parts and parts.schemas is not None
+                    else [_schema_for(step.schema, state.context)] * len(prompts)
+                )
             except Exception as error:
                 self._fail(name, state, error)
                 continue
-            setattr(state.result, f"{name}_prompt", [dict(m) for m in rendered])
-            asking.append((state, rendered, schema))  # type: ignore[arg-type]
-        if not asking:
-            return
-        self._ask_judge(name, step, asking)
+            recorded = [dict(m) for prompt in prompts for m in prompt]
+            setattr(state.result, f"{name}_prompt", recorded)
+            asking.extend(
+                _Ask(state, prompt, schema, parts) for prompt, schema in zip(prompts, schemas)
+            )
+        if asking:
+            self._ask_judge(name, step, asking)
 
-    def _ask_judge(
-        self,
-        name: str,
-        step: PromptStep,
-        asking: list[tuple[_Run, Prompt, type[BaseModel] | None]],
-    ) -> None:
-        prompts = [prompt for _, prompt, _ in asking]
-        json_step = asking[0][2] is not None
+    def _ask_judge(self, name: str, step: PromptStep, asking: list[_Ask]) -> None:
+        prompts = [ask.prompt for ask in asking]
         try:
             judge = self.judge
-            if json_step:
-                schemas = [schema for _, _, schema in asking]
+            if asking[0].schema is not None:
+                schemas = [ask.schema for ask in asking]
                 answers = judge.generate_json(prompts, schemas, return_exceptions=True)  # type: ignore[arg-type]
             else:
                 answers = judge.generate_text(prompts, return_exceptions=True)
         except Exception as error:
-            for state, _, _ in asking:
-                self._fail(name, state, error)
+            for ask in asking:
+                if not ask.state.done:
+                    self._fail(name, ask.state, error)
             return
         usage = judge.call_log[-1].items if judge.call_log else []
-        for position, ((state, _, _), answer) in enumerate(zip(asking, answers)):
-            state.result.model_id = judge.model_id
-            state.result.model_fingerprint = judge.fingerprint
+        grouped: dict[int, list[tuple[_Ask, Any, ItemUsage]]] = {}
+        for position, (ask, answer) in enumerate(zip(asking, answers)):
             item = usage[position] if position < len(usage) else ItemUsage(0, 0, 0.0)
-            state.result.steps[name] = StepStats(
-                seconds=item.seconds,
-                prompt_tokens=item.prompt_tokens,
-                generated_tokens=item.generated_tokens,
-                model_call=True,
-                cached=item.cached,
-                truncated=item.truncated,
-            )
-            if isinstance(answer, BaseException):
-                self._fail(name, state, answer)
-                continue
-            try:
-                value = step.to_result(state.context, answer) if step.to_result else _plain(answer)
-            except Exception as error:
-                self._fail(name, state, error)
-                continue
-            self._store(name, state, value)
+            grouped.setdefault(id(ask.state), []).append((ask, answer, item))
+        for group in grouped.values():
+            self._take_answers(name, step, judge, group)
+
+    def _take_answers(
+        self, name: str, step: PromptStep, judge: Judge, group: list[tuple[_Ask, Any, ItemUsage]]
+    ) -> None:
+        state, parts = group[0][0].state, group[0][0].parts
+        state.result.model_id = judge.model_id
+        state.result.model_fingerprint = judge.fingerprint
+        usages = [item for _, _, item in group]
+        state.result.steps[name] = StepStats(
+            seconds=sum(u.seconds for u in usages),
+            prompt_tokens=sum(u.prompt_tokens for u in usages),
+            generated_tokens=sum(u.generated_tokens for u in usages),
+            model_call=True,
+            cached=all(u.cached for u in usages),
+            truncated=any(u.truncated for u in usages),
+        )
+        failure = next((a for _, a, _ in group if isinstance(a, BaseException)), None)
+        if failure is not None:
+            self._fail(name, state, failure)
+            return
+        try:
+            values = [
+                step.to_result(state.context, answer) if step.to_result else _plain(answer)
+                for _, answer, _ in group
+            ]
+            value = parts.merge(state.context, values) if parts else values[0]
+        except Exception as error:
+            self._fail(name, state, error)
+            return
+        self._store(name, state, value)
 
     def _function_stage(self, name: str, step: FunctionStep, pending: list[_Run]) -> None:
         for state in pending:

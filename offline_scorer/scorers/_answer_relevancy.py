@@ -15,7 +15,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
 from offline_scorer._judge import Judge
-from offline_scorer._pipeline import PromptStep, Scorer, Skip, StepContext, create_scorer
+from offline_scorer._pipeline import Parts, PromptStep, Scorer, Skip, StepContext, create_scorer
 from offline_scorer._prompts import render_prompt
 from offline_scorer.scorers._common import (
     FiniteFloat,
@@ -24,6 +24,7 @@ from offline_scorer.scorers._common import (
     item_limit,
     judge_source,
     round_half_up,
+    split_text,
     text_item,
     unique_in_order,
 )
@@ -44,6 +45,13 @@ class AnswerRelevancyOptions(BaseModel):
         0.3, ge=0, le=1, description="Weight of an 'unsure' verdict, between 0 and 1."
     )
     scale: FiniteFloat = Field(1, gt=0, description="The maximum score.")
+    split_long_answers: bool = Field(
+        False,
+        description="Split answers longer than chunk_chars into chunks for the preprocess "
+        "step (and statement lists for the analyze step) instead of failing when they do "
+        "not fit the model's context window.",
+    )
+    chunk_chars: int = Field(3000, ge=50, description="Chunk size, in characters.")
 
 
 class Verdict(BaseModel):
@@ -70,7 +78,10 @@ def statements_schema(max_items: int, allow_underscore: bool = True) -> type[Bas
 
 
 def _statements_schema(ctx: StepContext) -> type[BaseModel]:
-    text = ctx.output_text
+    return _statements_schema_for(ctx.output_text)
+
+
+def _statements_schema_for(text: str) -> type[BaseModel]:
     return statements_schema(item_limit(text, MAX_STATEMENTS), "_" in text)
 
 
@@ -123,18 +134,59 @@ def relevancy_score(
 
 
 def _render_preprocess(ctx: StepContext) -> Any:
-    if not ctx.output_text.strip():
+    text = ctx.output_text
+    if not text.strip():
         # Nothing to split: no model call for an empty answer.
         return Skip({"statements": []})
-    return render_prompt(TEMPLATES, ctx.language, "preprocess", {"output": ctx.output_text})
+    options: AnswerRelevancyOptions = ctx.options
+    if options.split_long_answers and len(text) > options.chunk_chars:
+        chunks = split_text(text, options.chunk_chars)
+        return Parts(
+            prompts=[_preprocess_prompt(ctx, chunk) for chunk in chunks],
+            schemas=[_statements_schema_for(chunk) for chunk in chunks],
+            merge=_merge_statements,
+        )
+    return _preprocess_prompt(ctx, text)
+
+
+def _preprocess_prompt(ctx: StepContext, text: str) -> Any:
+    return render_prompt(TEMPLATES, ctx.language, "preprocess", {"output": text})
+
+
+def _merge_statements(ctx: StepContext, parts: list[dict[str, Any]]) -> dict[str, Any]:
+    return {"statements": unique_in_order([s for part in parts for s in part["statements"]])}
 
 
 def _render_analyze(ctx: StepContext) -> Any:
     statements = ctx.preprocess_result["statements"]
     if not statements:
         return Skip({"results": []})
+    options: AnswerRelevancyOptions = ctx.options
+    if options.split_long_answers and sum(len(s) + 4 for s in statements) > options.chunk_chars:
+        groups = _group_statements(statements, options.chunk_chars)
+        return Parts(
+            prompts=[_analyze_prompt(ctx, group) for group in groups],
+            schemas=[verdicts_schema(len(group)) for group in groups],
+            merge=lambda ctx, parts: {"results": [v for part in parts for v in part["results"]]},
+        )
+    return _analyze_prompt(ctx, statements)
+
+
+def _analyze_prompt(ctx: StepContext, statements: list[str]) -> Any:
     variables = {"input": ctx.input_text, "statements": statements}
     return render_prompt(TEMPLATES, ctx.language, "analyze", variables)
+
+
+def _group_statements(statements: list[str], max_chars: int) -> list[list[str]]:
+    groups: list[list[str]] = [[]]
+    size = 0
+    for statement in statements:
+        if groups[-1] and size + len(statement) + 4 > max_chars:
+            groups.append([])
+            size = 0
+        groups[-1].append(statement)
+        size += len(statement) + 4
+    return groups
 
 
 def _analyze_schema(ctx: StepContext) -> type[BaseModel]:
@@ -154,15 +206,25 @@ def _score(ctx: StepContext) -> float:
     )
 
 
+# A long answer's reason prompt shows its start and this many verdicts, then counts the rest.
+REASON_VERDICTS = 24
+
+
 def _render_reason(ctx: StepContext) -> Any:
-    score = format_score(ctx.score)
+    options: AnswerRelevancyOptions = ctx.options
+    output = ctx.output_text
+    if options.split_long_answers and len(output) > options.chunk_chars:
+        output = f"{output[: options.chunk_chars]} [... {len(output) - options.chunk_chars} more characters]"
+    verdicts = ctx.analyze_result["results"]
+    shown = verdicts if not options.split_long_answers else verdicts[:REASON_VERDICTS]
     variables = {
         "input": ctx.input_text,
-        "output": ctx.output_text,
-        "score": score,
-        "scale": format_score(ctx.options.scale),
+        "output": output,
+        "score": format_score(ctx.score),
+        "scale": format_score(options.scale),
         "statements": ctx.preprocess_result["statements"],
-        "verdicts": ctx.analyze_result["results"],
+        "verdicts": shown,
+        "more_verdicts": len(verdicts) - len(shown),
     }
     return render_prompt(TEMPLATES, ctx.language, "reason", variables)
 
@@ -174,6 +236,8 @@ def create_answer_relevancy_scorer(
     uncertainty_weight: float = 0.3,
     scale: float = 1,
     language: str = "en",
+    split_long_answers: bool = False,
+    chunk_chars: int = 3000,
     **judge_settings: Any,
 ) -> Scorer:
     """Build the answer relevancy scorer.
@@ -185,6 +249,11 @@ def create_answer_relevancy_scorer(
         uncertainty_weight: weight of ``unsure`` verdicts (0..1).
         scale: the maximum score (> 0).
         language: prompt and reason language, ``en`` or ``fr``.
+        split_long_answers: an answer that does not fit the model's context window fails
+            its run with a clear error by default; with True it is split into chunks of
+            ``chunk_chars`` characters at sentence ends for the preprocess step, the
+            statements are merged, and long statement lists are judged in groups.
+        chunk_chars: the chunk size when splitting (at least 50).
         **judge_settings: passed to the judge built for ``model`` (device, dtype, batch_size,
             max_new_tokens_json, max_new_tokens_text, ...).
 
@@ -199,7 +268,12 @@ def create_answer_relevancy_scorer(
     options = build_options(
         AnswerRelevancyOptions,
         SCORER_ID,
-        {"uncertainty_weight": uncertainty_weight, "scale": scale},
+        {
+            "uncertainty_weight": uncertainty_weight,
+            "scale": scale,
+            "split_long_answers": split_long_answers,
+            "chunk_chars": chunk_chars,
+        },
     )
     from offline_scorer._prompts import check_language
 

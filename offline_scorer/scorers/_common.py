@@ -84,6 +84,35 @@ def item_limit(text: str, ceiling: int) -> int:
     return max(1, min(ceiling, 2 * max(1, len(sentences)), max(1, words)))
 
 
+def split_text(text: str, max_chars: int) -> list[str]:
+    """Cut a text into chunks of at most ``max_chars``, at sentence ends where possible.
+
+    A sentence longer than ``max_chars`` is cut at the last space before the limit (or at
+    the limit when it has none). Joining the chunks with spaces gives back the words.
+    """
+    import re
+
+    chunks: list[str] = []
+    current = ""
+    for sentence in re.split(r"(?<=[.!?])\s+", text.strip()):
+        while len(sentence) > max_chars:
+            cut = sentence.rfind(" ", 0, max_chars)
+            cut = cut if cut > 0 else max_chars
+            head, sentence = sentence[:cut].strip(), sentence[cut:].strip()
+            if current:
+                chunks.append(current)
+                current = ""
+            chunks.append(head)
+        if current and len(current) + 1 + len(sentence) > max_chars:
+            chunks.append(current)
+            current = sentence
+        else:
+            current = f"{current} {sentence}".strip()
+    if current:
+        chunks.append(current)
+    return chunks
+
+
 def unique_in_order(items: list[str]) -> list[str]:
     """Drop repeated items (ignoring case and surrounding space), keeping the first."""
     seen: set[str] = set()
