@@ -86,6 +86,8 @@ class Dataset:
     items: list[DataItem] | LazyItems
     problems: list[RowProblem] = field(default_factory=list)
     source: str = "<data>"
+    lines_without_output: list[int] = field(default_factory=list)
+    rows_with_ground_truth: int = 0
 
     def __len__(self) -> int:
         return len(self.items)
@@ -121,6 +123,8 @@ def load_dataset(
     items: list[DataItem] = []
     problems: list[RowProblem] = []
     count = 0
+    lines_without_output: list[int] = []
+    rows_with_ground_truth = 0
     for line, row in rows:
         if isinstance(row, RowProblem):
             problems.append(row)
@@ -130,6 +134,11 @@ def load_dataset(
             problems.append(checked)
         else:
             count += 1
+            # Facts the callers need, gathered in this one pass (a lazy file is not re-read).
+            if not checked.has_output:
+                lines_without_output.append(checked.line)
+            if checked.ground_truth not in (None, ""):
+                rows_with_ground_truth += 1
             if keep:
                 items.append(checked)
     if problems and not skip_invalid:
@@ -141,7 +150,13 @@ def load_dataset(
         )
     if count == 0:
         raise DataError(f"{source}: the dataset has no usable rows.")
-    return Dataset(items if keep else LazyItems(data, fields, count), problems, source)
+    return Dataset(
+        items if keep else LazyItems(data, fields, count),
+        problems,
+        source,
+        lines_without_output,
+        rows_with_ground_truth,
+    )
 
 
 def _rows(data: Any) -> tuple[str, Iterator[tuple[int, Any]]]:

@@ -89,8 +89,8 @@ def run_evals(
     )
     built = _build_scorers(scorers)
     limits = parse_thresholds(thresholds or {}, built)
-    if target is None and any(not item.has_output for item in dataset.items):
-        missing = [item.line for item in dataset.items if not item.has_output][:10]
+    if target is None and dataset.lines_without_output:
+        missing = dataset.lines_without_output[:10]
         raise ConfigurationError(
             f"Rows without an output (lines {missing}) need a target that produces answers: "
             "pass target= (a function or LocalAgent), or add an 'output' column."

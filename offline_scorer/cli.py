@@ -197,18 +197,17 @@ def _plan_score(
     if cache:
         judge = CachedJudge(judge, cache_path)
     scorers = [get_scorer(name, judge=judge, language=language) for name in scorer_ids]
-    if any(s.id == "answer-similarity-scorer" for s in scorers):
-        missing = [item.line for item in dataset.items if item.ground_truth in (None, "")]
-        if missing and len(missing) == len(dataset.items):
-            raise DataError(
-                f"answer-similarity needs a ground truth, but no row has a "
-                f"'{fields.ground_truth}' value (use --ground-truth-field to name the column)."
-            )
+    similarity = any(s.id == "answer-similarity-scorer" for s in scorers)
+    if similarity and dataset.rows_with_ground_truth == 0:
+        raise DataError(
+            f"answer-similarity needs a ground truth, but no row has a "
+            f"'{fields.ground_truth}' value (use --ground-truth-field to name the column)."
+        )
     thresholds = dict(_parse_threshold(text) for text in threshold)
     parse_thresholds(thresholds, scorers)
-    needs_target = any(not item.has_output for item in dataset.items)
+    needs_target = bool(dataset.lines_without_output)
     if needs_target and not agent:
-        lines = [item.line for item in dataset.items if not item.has_output][:10]
+        lines = dataset.lines_without_output[:10]
         raise DataError(
             f"Rows without '{fields.output}' (lines {lines}): add the answers, or pass --agent "
             "to let a local agent answer them."
