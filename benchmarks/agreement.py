@@ -1,0 +1,690 @@
+"""Benchmark: how well the scorers agree with human judgments, next to simple baselines.
+
+Run it with ``make bench`` or ``.venv/bin/python benchmarks/agreement.py [--limit N]``.
+It prints a Markdown table to stdout (progress goes to stderr) and writes
+``benchmarks/results/agreement.json`` and ``agreement.md`` (git-ignored; ``--out`` picks
+another path stem).
+
+What is measured
+----------------
+The human-labelled datasets of ``../shared/eval-data/`` (``--data``; see its INDEX.md)
+are scored by the scorer(s) each one serves: answer similarity (the row's ``output``
+against its ``ground_truth``, with ``input`` as the question when there is one) and answer
+relevancy (``output`` against the question ``input``). medquad serves both.
+
+Rows: at most ``--limit`` per dataset, drawn with a fixed seed, stratified by the human
+label (equal shares per label, leftovers to the larger labels). A smaller limit takes a
+prefix of a larger one's rows, so runs with different limits are nested.
+
+Scoring uses the library's batched path: one shared ``TransformersJudge`` with default
+generation settings (unless an option overrides one), ``Scorer.run_batch`` over chunks of
+``--chunk`` rows (16, like ``run_evals``), reasons included. ``items/s`` is rows divided by
+the wall time of those calls (the model load is not counted; schema compilation is).
+
+Per dataset and scorer, against ``human_score``:
+
+* Spearman rank correlation (average ranks for ties) and Kendall's tau-b;
+* ROC AUC (Mann-Whitney, ties count one half) where the human labels are binary, else n/a;
+* the share of runs that failed; failed runs are left out of the correlations, and the
+  baselines are computed on the same remaining rows, so every line of a block compares
+  the same rows;
+* the same figures for simple baselines: token-overlap F1 and exact match (SQuAD-style
+  normalisation) of the answer against the reference for similarity; for relevancy, the
+  share of the question's content words that also appear in the answer.
+
+A scorer whose Spearman correlation is below a baseline's is marked as losing to it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import math
+import os
+import platform
+import random
+import re
+import shlex
+import string
+import sys
+import time
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+DEFAULT_DATA = Path("../shared/eval-data")
+DEFAULT_OUT = Path("benchmarks/results/agreement")
+SEED = 20240607
+SIMILARITY = "answer-similarity"
+RELEVANCY = "answer-relevancy"
+
+# Which scorer each dataset serves (from eval-data/INDEX.md), in report order.
+DATASETS: dict[str, tuple[str, ...]] = {
+    "evouna_nq": (SIMILARITY,),
+    "nq301_openqa_eval": (SIMILARITY,),
+    "sas_squad": (SIMILARITY,),
+    "sts2016_answer_answer": (SIMILARITY,),
+    "medquad_liveqa_judged": (SIMILARITY, RELEVANCY),
+    "truthfulqa_informativeness": (RELEVANCY,),
+    "haluquestqa_relevance": (RELEVANCY,),
+}
+
+# ---------------------------------------------------------------------------- metrics
+
+
+def average_ranks(values: Sequence[float]) -> list[float]:
+    """1-based ranks; tied values share the mean of the ranks they span."""
+    order = sorted(range(len(values)), key=lambda i: values[i])
+    ranks = [0.0] * len(values)
+    start = 0
+    while start < len(order):
+        end = start
+        while end + 1 < len(order) and values[order[end + 1]] == values[order[start]]:
+            end += 1
+        shared = (start + end) / 2 + 1
+        for position in range(start, end + 1):
+            ranks[order[position]] = shared
+        start = end + 1
+    return ranks
+
+
+def pearson(xs: Sequence[float], ys: Sequence[float]) -> float | None:
+    """Pearson correlation; None when there are fewer than two values or one side is constant."""
+    if len(xs) != len(ys):
+        raise ValueError("pearson: both sides need the same length")
+    if len(xs) < 2:
+        return None
+    mean_x, mean_y = sum(xs) / len(xs), sum(ys) / len(ys)
+    dx = [x - mean_x for x in xs]
+    dy = [y - mean_y for y in ys]
+    var_x, var_y = sum(d * d for d in dx), sum(d * d for d in dy)
+    if var_x == 0 or var_y == 0:
+        return None
+    return sum(a * b for a, b in zip(dx, dy)) / math.sqrt(var_x * var_y)
+
+
+def spearman(xs: Sequence[float], ys: Sequence[float]) -> float | None:
+    """Spearman's rho: the Pearson correlation of average ranks (handles ties)."""
+    return pearson(average_ranks(xs), average_ranks(ys))
+
+
+def kendall_tau_b(xs: Sequence[float], ys: Sequence[float]) -> float | None:
+    """Kendall's tau-b: (concordant - discordant) / sqrt(pairs untied in x * untied in y).
+
+    None when one side is constant (every pair tied). Quadratic, fine for a few hundred rows.
+    """
+    if len(xs) != len(ys):
+        raise ValueError("kendall_tau_b: both sides need the same length")
+    balance = untied_x = untied_y = 0
+    for i in range(len(xs)):
+        for j in range(i + 1, len(xs)):
+            sign_x = (xs[i] > xs[j]) - (xs[i] < xs[j])
+            sign_y = (ys[i] > ys[j]) - (ys[i] < ys[j])
+            balance += sign_x * sign_y
+            untied_x += sign_x != 0
+            untied_y += sign_y != 0
+    if untied_x == 0 or untied_y == 0:
+        return None
+    return balance / math.sqrt(untied_x * untied_y)
+
+
+def roc_auc(labels: Sequence[float], scores: Sequence[float]) -> float | None:
+    """ROC AUC of ``scores`` for binary ``labels`` (the higher label is the positive class).
+
+    Mann-Whitney form: the chance that a random positive scores above a random negative,
+    ties counting one half. None unless the labels take exactly two values.
+    """
+    levels = sorted(set(labels))
+    if len(levels) != 2:
+        return None
+    positives = [s for s, label in zip(scores, labels) if label == levels[1]]
+    negatives = [s for s, label in zip(scores, labels) if label == levels[0]]
+    wins = 0.0
+    for p in positives:
+        for n in negatives:
+            wins += 1.0 if p > n else 0.5 if p == n else 0.0
+    return wins / (len(positives) * len(negatives))
+
+
+def is_binary(labels: Sequence[float]) -> bool:
+    """Whether a dataset's human scores take exactly two values."""
+    return len(set(labels)) == 2
+
+
+# ---------------------------------------------------------------------------- baselines
+
+_ARTICLES = re.compile(r"\b(a|an|the)\b")
+_PUNCTUATION = str.maketrans("", "", string.punctuation)
+# Words that say little about what a question asks; left out of the question-overlap baseline.
+_STOP_TEXT = (
+    "a an the of to in on at for by with from and or is are was were be been am do does did "
+    "what who whom whose which when where why how can could should would will shall may "
+    "might must i you he she it we they me my your his her its our their this that these "
+    "those there here as if then than so not no yes about into over under any some"
+)
+STOP_WORDS = frozenset(_STOP_TEXT.split())
+
+
+def normalize_tokens(text: str) -> list[str]:
+    """SQuAD-style: lower case, no punctuation, no articles, split on white space."""
+    lowered = (text or "").lower().translate(_PUNCTUATION)
+    return _ARTICLES.sub(" ", lowered).split()
+
+
+def exact_match(answer: str, reference: str) -> float:
+    """1.0 when the normalised token sequences are equal, else 0.0."""
+    return float(normalize_tokens(answer) == normalize_tokens(reference))
+
+
+def token_f1(answer: str, reference: str) -> float:
+    """Harmonic mean of token precision and recall (bags of normalised tokens)."""
+    predicted, gold = normalize_tokens(answer), normalize_tokens(reference)
+    if not predicted or not gold:
+        return float(predicted == gold)
+    common = sum((Counter(predicted) & Counter(gold)).values())
+    if common == 0:
+        return 0.0
+    precision, recall = common / len(predicted), common / len(gold)
+    return 2 * precision * recall / (precision + recall)
+
+
+def question_overlap(question: str, answer: str) -> float:
+    """Share of the question's distinct content words that also appear in the answer."""
+    asked = {t for t in normalize_tokens(question) if t not in STOP_WORDS}
+    if not asked:
+        return 0.0
+    return len(asked & set(normalize_tokens(answer))) / len(asked)
+
+
+Baseline = Callable[[dict[str, Any]], float]
+BASELINES: dict[str, dict[str, Baseline]] = {
+    SIMILARITY: {
+        "token F1 vs reference": lambda row: token_f1(row["output"], row["ground_truth"] or ""),
+        "exact match vs reference": lambda row: exact_match(
+            row["output"], row["ground_truth"] or ""
+        ),
+    },
+    RELEVANCY: {
+        "question word overlap": lambda row: question_overlap(row["input"] or "", row["output"]),
+    },
+}
+
+# ---------------------------------------------------------------------------- data
+
+
+def resolve_data(path: Path) -> Path:
+    """The data folder, relative paths taken from the repository root; exit if missing."""
+    folder = path if path.is_absolute() else (REPO / path).resolve()
+    if not (folder / "INDEX.md").is_file():
+        raise SystemExit(
+            f"agreement: no human-labelled data at {folder} (expected INDEX.md and one "
+            "folder per dataset). Pass --data DIR, e.g. --data /work/shared/eval-data."
+        )
+    return folder
+
+
+def load_rows(folder: Path, dataset: str) -> list[dict[str, Any]]:
+    """All rows of one dataset's ``data.jsonl``."""
+    path = folder / dataset / "data.jsonl"
+    if not path.is_file():
+        raise SystemExit(f"agreement: dataset file {path} is missing.")
+    with path.open(encoding="utf-8") as handle:
+        return [json.loads(line) for line in handle if line.strip()]
+
+
+def sample_rows(rows: list[dict[str, Any]], limit: int, seed: int) -> list[dict[str, Any]]:
+    """At most ``limit`` rows, equal shares per human label, reproducible and nested.
+
+    Each label's rows are shuffled with ``seed``; rows are then taken one label at a time in
+    turn (labels in sorted order), so a label that runs out leaves its turns to the others,
+    and the first ``k`` rows for ``limit=k`` are the same whatever the larger limit.
+    """
+    groups: dict[str, list[dict[str, Any]]] = {}
+    for row in rows:
+        groups.setdefault(str(row.get("human_label")), []).append(row)
+    generator = random.Random(seed)
+    queues = []
+    for label in sorted(groups):
+        members = sorted(groups[label], key=lambda row: str(row["id"]))
+        generator.shuffle(members)
+        queues.append(members)
+    picked: list[dict[str, Any]] = []
+    depth = 0
+    while len(picked) < limit and any(depth < len(queue) for queue in queues):
+        for queue in queues:
+            if depth < len(queue) and len(picked) < limit:
+                picked.append(queue[depth])
+        depth += 1
+    return picked
+
+
+# ---------------------------------------------------------------------------- scoring
+
+
+@dataclass
+class Agreement:
+    """Agreement figures of one method (scorer or baseline) with the human scores."""
+
+    method: str
+    spearman: float | None
+    kendall_tau_b: float | None
+    roc_auc: float | None
+
+
+@dataclass
+class Block:
+    """One dataset scored by one scorer, with its baselines on the same rows."""
+
+    dataset: str
+    scorer: str
+    rows: int
+    scored: int
+    failed: int
+    not_scorable: int
+    seconds: float
+    binary: bool
+    methods: list[Agreement] = field(default_factory=list)
+    loses_to: list[str] = field(default_factory=list)
+    errors: dict[str, int] = field(default_factory=dict)
+    per_row: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def failed_share(self) -> float:
+        return self.failed / self.rows if self.rows else 0.0
+
+    @property
+    def items_per_second(self) -> float:
+        return self.rows / self.seconds if self.seconds else 0.0
+
+
+def agreement_of(method: str, human: list[float], scores: list[float], binary: bool) -> Agreement:
+    """The three figures for one list of scores."""
+    return Agreement(
+        method=method,
+        spearman=spearman(human, scores),
+        kendall_tau_b=kendall_tau_b(human, scores),
+        roc_auc=roc_auc(human, scores) if binary else None,
+    )
+
+
+def run_scorer(
+    scorer: Any, rows: list[dict[str, Any]], chunk: int, label: str
+) -> tuple[list[Any], float]:
+    """Score ``rows`` in chunks with ``run_batch``; return the results and the wall seconds."""
+    results: list[Any] = []
+    seconds = 0.0
+    for start in range(0, len(rows), chunk):
+        runs = [
+            {
+                "input": row.get("input"),
+                "output": row.get("output"),
+                "ground_truth": row.get("ground_truth"),
+                "run_id": str(row["id"]),
+            }
+            for row in rows[start : start + chunk]
+        ]
+        started = time.perf_counter()
+        results.extend(scorer.run_batch(runs))
+        seconds += time.perf_counter() - started
+        failed = sum(r.status == "failed" for r in results)
+        print(
+            f"[agreement] {label}: {len(results)}/{len(rows)} rows, {seconds:.0f} s, "
+            f"{failed} failed",
+            file=sys.stderr,
+            flush=True,
+        )
+    return results, seconds
+
+
+def error_kind(error: str | None) -> str:
+    """A short class of a failed run's error, for counting (e.g. ``JudgeOutputError``)."""
+    match = re.search(r"\): (\w+):", error or "")
+    return match.group(1) if match else "other"
+
+
+def build_block(
+    dataset: str, scorer_id: str, rows: list[dict[str, Any]], results: list[Any], seconds: float
+) -> Block:
+    """Agreement of the scorer and its baselines on the rows the scorer scored."""
+    human_all = [float(row["human_score"]) for row in rows]
+    binary = is_binary(human_all)
+    kept = [(row, r) for row, r in zip(rows, results) if r.status == "scored"]
+    human = [float(row["human_score"]) for row, _ in kept]
+    block = Block(
+        dataset=dataset,
+        scorer=scorer_id,
+        rows=len(rows),
+        scored=len(kept),
+        failed=sum(r.status == "failed" for r in results),
+        not_scorable=sum(r.status == "not_scorable" for r in results),
+        seconds=seconds,
+        binary=binary,
+    )
+    block.errors = dict(Counter(error_kind(r.error) for r in results if r.status == "failed"))
+    block.methods.append(agreement_of("scorer", human, [float(r.score) for _, r in kept], binary))
+    for name, baseline in BASELINES[scorer_id].items():
+        block.methods.append(agreement_of(name, human, [baseline(row) for row, _ in kept], binary))
+    block.loses_to = [m.method for m in block.methods[1:] if _below(block.methods[0], m)]
+    block.per_row = [_row_record(row, r, scorer_id) for row, r in zip(rows, results)]
+    return block
+
+
+def _below(scorer: Agreement, baseline: Agreement) -> bool:
+    if baseline.spearman is None:
+        return False
+    return scorer.spearman is None or scorer.spearman < baseline.spearman
+
+
+def _row_record(row: dict[str, Any], result: Any, scorer_id: str) -> dict[str, Any]:
+    """Ids, scores and status only: the rows' texts stay in the data folder."""
+    record: dict[str, Any] = {
+        "id": row["id"],
+        "human_score": row["human_score"],
+        "status": result.status,
+        "score": result.score,
+        "error": result.error[:300] if result.error else None,
+        "steps": {
+            name: {"seconds": round(stats.seconds, 3), "generated_tokens": stats.generated_tokens}
+            for name, stats in result.steps.items()
+        },
+    }
+    for name, baseline in BASELINES[scorer_id].items():
+        record[name] = baseline(row)
+    return record
+
+
+# ---------------------------------------------------------------------------- report
+
+
+def _fmt(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:+.2f}"
+
+
+def markdown_table(blocks: list[Block]) -> str:
+    """One line per method; the scorer line first in each block, with its verdict."""
+    lines = [
+        "| dataset | scorer | rows (scored) | method | Spearman | Kendall τb | ROC AUC | "
+        "failed | items/s | vs baselines |",
+        "|---|---|---:|---|---:|---:|---:|---:|---:|---|",
+    ]
+    for block in blocks:
+        for index, method in enumerate(block.methods):
+            first = index == 0
+            verdict = ""
+            if first:
+                verdict = (
+                    "**loses to " + ", ".join(block.loses_to) + "**"
+                    if block.loses_to
+                    else "beats or ties all"
+                )
+            lines.append(
+                "| "
+                + " | ".join(
+                    [
+                        block.dataset if first else "",
+                        block.scorer.removeprefix("answer-") if first else "",
+                        f"{block.rows} ({block.scored})" if first else "",
+                        "**scorer**" if first else f"baseline: {method.method}",
+                        _fmt(method.spearman),
+                        _fmt(method.kendall_tau_b),
+                        _fmt(method.roc_auc) if block.binary else "n/a (graded)",
+                        f"{block.failed_share:.0%}" if first else "",
+                        f"{block.items_per_second:.2f}" if first else "",
+                        verdict,
+                    ]
+                )
+                + " |"
+            )
+    return "\n".join(lines)
+
+
+def report_text(result: dict[str, Any], blocks: list[Block]) -> str:
+    """The whole Markdown report: table, then how it was made."""
+    machine = result["machine"]
+    total_rows = sum(b.rows for b in blocks)
+    total_seconds = sum(b.seconds for b in blocks)
+    notes = [""]
+    for run in result["runs"]:
+        notes.append(
+            f"- command: `{run['command']}` ({run['date']}, {run['total_seconds']:.0f} s "
+            f"wall including the model load; {len(run['blocks'])} blocks)"
+        )
+    limits = sorted({run["limit"] for run in result["runs"]})
+    notes += [
+        f"- scoring: {total_seconds:.0f} s for {total_rows} runs, "
+        f"{total_rows / total_seconds if total_seconds else 0:.2f} items/s overall",
+        f"- machine: {machine['cpu_count']} CPUs, torch {machine['torch_version']} with "
+        f"{machine['torch_threads']} threads, Python {machine['python']} on {machine['platform']}",
+        f"- model: `{result['model_fingerprint']}`; settings: {result['settings']}; "
+        f"prompts: {result['prompts']}; reasons "
+        f"{'generated (counted in items/s)' if result['reasons'] else 'skipped'}",
+        f"- rows: at most {' or '.join(map(str, limits))} per dataset, seed {result['seed']}, equal shares per "
+        "human label (so label shares differ from the originals).",
+        "- Correlations use only the runs that produced a score: failed runs count in 'failed' "
+        "and are left out; baselines are computed on the same rows. 'n/a': undefined "
+        "(constant scores) or, for ROC AUC, labels that are not binary.",
+    ]
+    failures = {f"{b.dataset}/{b.scorer}": b.errors for b in blocks if b.errors}
+    if failures:
+        notes.append(f"- failed runs by error: {failures}")
+    return markdown_table(blocks) + "\n" + "\n".join(notes) + "\n"
+
+
+# A merged report only combines runs made the same way.
+MERGE_KEYS = ("data", "seed", "chunk", "model_fingerprint", "settings", "prompts", "reasons")
+
+
+def merge_earlier(
+    path: Path, result: dict[str, Any], blocks: list[Block]
+) -> tuple[list[Block], list[dict[str, Any]]]:
+    """Add the blocks of an earlier result file that this run did not score.
+
+    Lets a long benchmark run as several shorter commands (e.g. the long-answer datasets
+    with a smaller ``--limit``) that build one report.
+    """
+    if not path.is_file():
+        return blocks, []
+    earlier = json.loads(path.read_text())
+    differing = [key for key in MERGE_KEYS if earlier.get(key) != result[key]]
+    if differing:
+        raise SystemExit(
+            f"agreement: --merge: {path} was made with other {', '.join(differing)}; "
+            "use another --out or the same options."
+        )
+    done = {(b.dataset, b.scorer) for b in blocks}
+    kept = [
+        block_from_dict(data)
+        for data in earlier["blocks"]
+        if (data["dataset"], data["scorer"]) not in done
+    ]
+    order = [(dataset, scorer) for dataset, scorers in DATASETS.items() for scorer in scorers]
+    merged = sorted([*kept, *blocks], key=lambda b: order.index((b.dataset, b.scorer)))
+    return merged, list(earlier.get("runs", []))
+
+
+def block_from_dict(data: dict[str, Any]) -> Block:
+    """A Block read back from a result file."""
+    names = {f.name for f in fields(Block)}
+    values = {key: value for key, value in data.items() if key in names}
+    values["methods"] = [Agreement(**method) for method in values["methods"]]
+    return Block(**values)
+
+
+def machine_info() -> dict[str, Any]:
+    """CPU count, torch version and threads (after the model load set them)."""
+    import torch
+
+    return {
+        "cpu_count": os.cpu_count(),
+        "torch_version": torch.__version__,
+        "torch_threads": torch.get_num_threads(),
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+    }
+
+
+# ---------------------------------------------------------------------------- main
+
+
+def command_line(argv: list[str] | None) -> str:
+    """How this run was started, with the interpreter path relative to the repository."""
+    executable = Path(sys.executable)
+    if executable.is_relative_to(REPO):
+        executable = executable.relative_to(REPO)
+    script = Path(sys.argv[0]).resolve()
+    if script.is_relative_to(REPO):
+        script = script.relative_to(REPO)
+    rest = sys.argv[1:] if argv is None else argv
+    return shlex.join([str(executable), str(script), *rest])
+
+
+def use_prompt_folder(folder: Path) -> None:
+    """Experiments only: render the built-in scorers' prompts from ``folder``.
+
+    The folder has the layout of ``prompts/`` (``<scorer>/<language>/<step>.jinja``).
+    """
+    from offline_scorer import _prompts
+
+    if not folder.is_dir():
+        raise SystemExit(f"agreement: prompt folder {folder} does not exist.")
+    shipped = _prompts.template_folder
+    _prompts.template_folder = lambda custom=None: shipped(custom if custom else folder)  # type: ignore[assignment]
+
+
+def build_judge(args: argparse.Namespace) -> Any:
+    """One TransformersJudge, default settings except the options given."""
+    from offline_scorer import GenerationSettings, TransformersJudge
+
+    overrides = {
+        name: getattr(args, name)
+        for name in ("max_new_tokens_json", "max_string_chars", "max_sentences_text", "batch_size")
+        if getattr(args, name) is not None
+    }
+    judge = TransformersJudge(settings=GenerationSettings(**overrides))
+    judge.load()
+    return judge
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--data",
+        type=Path,
+        default=DEFAULT_DATA,
+        help="eval-data folder (relative to the repository root; default ../shared/eval-data)",
+    )
+    parser.add_argument("--limit", type=int, default=100, help="rows per dataset (default 100)")
+    parser.add_argument("--seed", type=int, default=SEED, help=f"sampling seed (default {SEED})")
+    parser.add_argument(
+        "--datasets", nargs="+", choices=sorted(DATASETS), help="only these datasets"
+    )
+    parser.add_argument(
+        "--scorers", nargs="+", choices=[SIMILARITY, RELEVANCY], help="only these scorers"
+    )
+    parser.add_argument(
+        "--chunk", type=int, default=16, help="rows per run_batch call (default 16, like run_evals)"
+    )
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=DEFAULT_OUT,
+        help="path stem of the .json and .md results (relative to the repository root)",
+    )
+    parser.add_argument(
+        "--prompts",
+        type=Path,
+        help="experiments: a prompt folder laid out like prompts/, used instead of the shipped one",
+    )
+    parser.add_argument(
+        "--merge",
+        action="store_true",
+        help="keep the blocks of an existing result file at --out that this run does not "
+        "score (same options required), so one report can be built by several commands",
+    )
+    parser.add_argument(
+        "--no-reason",
+        action="store_true",
+        help="experiments: drop the reason step (scores do not depend on it; items/s then "
+        "leaves reasons out)",
+    )
+    parser.add_argument(
+        "--max-new-tokens-json", type=int, help="override GenerationSettings.max_new_tokens_json"
+    )
+    parser.add_argument(
+        "--max-string-chars", type=int, help="override GenerationSettings.max_string_chars"
+    )
+    parser.add_argument(
+        "--max-sentences-text", type=int, help="override GenerationSettings.max_sentences_text"
+    )
+    parser.add_argument("--batch-size", type=int, help="override GenerationSettings.batch_size")
+    args = parser.parse_args(argv)
+    if args.limit < 2:
+        parser.error("--limit must be at least 2 (a correlation needs two rows)")
+    if args.chunk < 1:
+        parser.error("--chunk must be at least 1")
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    started = time.perf_counter()
+    data = resolve_data(args.data)
+    if args.prompts is not None:
+        use_prompt_folder(args.prompts.resolve())
+    from offline_scorer import get_scorer
+
+    judge = build_judge(args)
+    blocks: list[Block] = []
+    for dataset, scorer_ids in DATASETS.items():
+        if args.datasets and dataset not in args.datasets:
+            continue
+        rows = sample_rows(load_rows(data, dataset), args.limit, args.seed)
+        for scorer_id in scorer_ids:
+            if args.scorers and scorer_id not in args.scorers:
+                continue
+            scorer = get_scorer(scorer_id, judge=judge)
+            if args.no_reason:
+                scorer.steps.pop("generate_reason", None)
+            results, seconds = run_scorer(scorer, rows, args.chunk, f"{dataset} / {scorer_id}")
+            blocks.append(build_block(dataset, scorer_id, rows, results, seconds))
+    out = args.out if args.out.is_absolute() else REPO / args.out
+    this_run = {
+        "command": command_line(argv),
+        "date": dt.datetime.now().astimezone().isoformat(timespec="seconds"),
+        "limit": args.limit,
+        "blocks": [f"{b.dataset}/{b.scorer}" for b in blocks],
+        "total_seconds": time.perf_counter() - started,
+    }
+    result: dict[str, Any] = {
+        "data": str(data),
+        "seed": args.seed,
+        "chunk": args.chunk,
+        "model_fingerprint": judge.fingerprint,
+        "settings": judge.settings.model_dump(),
+        "prompts": str(args.prompts) if args.prompts else "shipped",
+        "reasons": not args.no_reason,
+        "machine": machine_info(),
+    }
+    earlier_runs: list[dict[str, Any]] = []
+    if args.merge:
+        blocks, earlier_runs = merge_earlier(out.with_suffix(".json"), result, blocks)
+    result["runs"] = [*earlier_runs, this_run]
+    result["blocks"] = [
+        {**asdict(b), "failed_share": b.failed_share, "items_per_second": b.items_per_second}
+        for b in blocks
+    ]
+    text = report_text(result, blocks)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.with_suffix(".json").write_text(json.dumps(result, indent=1) + "\n")
+    out.with_suffix(".md").write_text("# Agreement with human judgments\n\n" + text)
+    print(text)
+    print(f"Wrote {out.with_suffix('.json')} and {out.with_suffix('.md')}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
