@@ -400,8 +400,10 @@ def _row_record(row: dict[str, Any], result: Any, scorer_id: str) -> dict[str, A
 # ---------------------------------------------------------------------------- report
 
 
-def _fmt(value: float | None) -> str:
-    return "n/a" if value is None else f"{value:+.2f}"
+def _fmt(value: float | None, signed: bool = True) -> str:
+    if value is None:
+        return "n/a"
+    return f"{value:+.2f}" if signed else f"{value:.2f}"
 
 
 def markdown_table(blocks: list[Block]) -> str:
@@ -431,7 +433,7 @@ def markdown_table(blocks: list[Block]) -> str:
                         "**scorer**" if first else f"baseline: {method.method}",
                         _fmt(method.spearman),
                         _fmt(method.kendall_tau_b),
-                        _fmt(method.roc_auc) if block.binary else "n/a (graded)",
+                        _fmt(method.roc_auc, signed=False) if block.binary else "n/a (graded)",
                         f"{block.failed_share:.0%}" if first else "",
                         f"{block.items_per_second:.2f}" if first else "",
                         verdict,
@@ -466,7 +468,8 @@ def report_text(result: dict[str, Any], blocks: list[Block]) -> str:
         "human label (so label shares differ from the originals).",
         "- Correlations use only the runs that produced a score: failed runs count in 'failed' "
         "and are left out; baselines are computed on the same rows. 'n/a': undefined "
-        "(constant scores) or, for ROC AUC, labels that are not binary.",
+        "(constant scores) or, for ROC AUC, labels that are not binary. 'vs baselines' "
+        "compares Spearman correlations; a scorer with no defined correlation loses.",
     ]
     failures = {f"{b.dataset}/{b.scorer}": b.errors for b in blocks if b.errors}
     if failures:
@@ -478,16 +481,14 @@ def report_text(result: dict[str, Any], blocks: list[Block]) -> str:
 MERGE_KEYS = ("data", "seed", "chunk", "model_fingerprint", "settings", "prompts", "reasons")
 
 
-def merge_earlier(
-    path: Path, result: dict[str, Any], blocks: list[Block]
-) -> tuple[list[Block], list[dict[str, Any]]]:
-    """Add the blocks of an earlier result file that this run did not score.
+def read_earlier(path: Path, result: dict[str, Any]) -> tuple[list[Block], list[dict[str, Any]]]:
+    """The blocks and runs of an earlier result file made with the same options.
 
     Lets a long benchmark run as several shorter commands (e.g. the long-answer datasets
     with a smaller ``--limit``) that build one report.
     """
     if not path.is_file():
-        return blocks, []
+        return [], []
     earlier = json.loads(path.read_text())
     differing = [key for key in MERGE_KEYS if earlier.get(key) != result[key]]
     if differing:
@@ -495,15 +496,15 @@ def merge_earlier(
             f"agreement: --merge: {path} was made with other {', '.join(differing)}; "
             "use another --out or the same options."
         )
-    done = {(b.dataset, b.scorer) for b in blocks}
-    kept = [
-        block_from_dict(data)
-        for data in earlier["blocks"]
-        if (data["dataset"], data["scorer"]) not in done
-    ]
+    return [block_from_dict(data) for data in earlier["blocks"]], list(earlier.get("runs", []))
+
+
+def merge_blocks(earlier: list[Block], new: list[Block]) -> list[Block]:
+    """Earlier blocks that the new ones do not replace, plus the new ones, in report order."""
+    done = {(b.dataset, b.scorer) for b in new}
+    kept = [b for b in earlier if (b.dataset, b.scorer) not in done]
     order = [(dataset, scorer) for dataset, scorers in DATASETS.items() for scorer in scorers]
-    merged = sorted([*kept, *blocks], key=lambda b: order.index((b.dataset, b.scorer)))
-    return merged, list(earlier.get("runs", []))
+    return sorted([*kept, *new], key=lambda b: order.index((b.dataset, b.scorer)))
 
 
 def block_from_dict(data: dict[str, Any]) -> Block:
@@ -638,27 +639,7 @@ def main(argv: list[str] | None = None) -> int:
     from offline_scorer import get_scorer
 
     judge = build_judge(args)
-    blocks: list[Block] = []
-    for dataset, scorer_ids in DATASETS.items():
-        if args.datasets and dataset not in args.datasets:
-            continue
-        rows = sample_rows(load_rows(data, dataset), args.limit, args.seed)
-        for scorer_id in scorer_ids:
-            if args.scorers and scorer_id not in args.scorers:
-                continue
-            scorer = get_scorer(scorer_id, judge=judge)
-            if args.no_reason:
-                scorer.steps.pop("generate_reason", None)
-            results, seconds = run_scorer(scorer, rows, args.chunk, f"{dataset} / {scorer_id}")
-            blocks.append(build_block(dataset, scorer_id, rows, results, seconds))
     out = args.out if args.out.is_absolute() else REPO / args.out
-    this_run = {
-        "command": command_line(argv),
-        "date": dt.datetime.now().astimezone().isoformat(timespec="seconds"),
-        "limit": args.limit,
-        "blocks": [f"{b.dataset}/{b.scorer}" for b in blocks],
-        "total_seconds": time.perf_counter() - started,
-    }
     result: dict[str, Any] = {
         "data": str(data),
         "seed": args.seed,
@@ -669,21 +650,65 @@ def main(argv: list[str] | None = None) -> int:
         "reasons": not args.no_reason,
         "machine": machine_info(),
     }
+    earlier_blocks: list[Block] = []
     earlier_runs: list[dict[str, Any]] = []
     if args.merge:
-        blocks, earlier_runs = merge_earlier(out.with_suffix(".json"), result, blocks)
-    result["runs"] = [*earlier_runs, this_run]
-    result["blocks"] = [
-        {**asdict(b), "failed_share": b.failed_share, "items_per_second": b.items_per_second}
-        for b in blocks
+        earlier_blocks, earlier_runs = read_earlier(out.with_suffix(".json"), result)
+    this_run: dict[str, Any] = {
+        "command": command_line(argv),
+        "date": dt.datetime.now().astimezone().isoformat(timespec="seconds"),
+        "limit": args.limit,
+        "blocks": [],
+        "total_seconds": 0.0,
+    }
+    blocks: list[Block] = []
+    text = "(no dataset selected)"
+    for dataset, scorer_id in selected_blocks(args):
+        rows = sample_rows(load_rows(data, dataset), args.limit, args.seed)
+        scorer = get_scorer(scorer_id, judge=judge)
+        if args.no_reason:
+            scorer.steps.pop("generate_reason", None)
+        results, seconds = run_scorer(scorer, rows, args.chunk, f"{dataset} / {scorer_id}")
+        blocks.append(build_block(dataset, scorer_id, rows, results, seconds))
+        # Written after every block, so a run cut short keeps what it finished.
+        this_run["blocks"].append(f"{dataset}/{scorer_id}")
+        this_run["total_seconds"] = time.perf_counter() - started
+        text = write_results(
+            out, result, merge_blocks(earlier_blocks, blocks), [*earlier_runs, this_run]
+        )
+    print(text)
+    print(f"Wrote {out.with_suffix('.json')} and {out.with_suffix('.md')}", file=sys.stderr)
+    return 0
+
+
+def selected_blocks(args: argparse.Namespace) -> list[tuple[str, str]]:
+    """The (dataset, scorer) pairs this run scores, in report order."""
+    return [
+        (dataset, scorer_id)
+        for dataset, scorer_ids in DATASETS.items()
+        for scorer_id in scorer_ids
+        if (not args.datasets or dataset in args.datasets)
+        and (not args.scorers or scorer_id in args.scorers)
     ]
+
+
+def write_results(
+    out: Path, result: dict[str, Any], blocks: list[Block], runs: list[dict[str, Any]]
+) -> str:
+    """Write ``<out>.json`` and ``<out>.md``; return the Markdown report."""
+    result = {
+        **result,
+        "runs": runs,
+        "blocks": [
+            {**asdict(b), "failed_share": b.failed_share, "items_per_second": b.items_per_second}
+            for b in blocks
+        ],
+    }
     text = report_text(result, blocks)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.with_suffix(".json").write_text(json.dumps(result, indent=1) + "\n")
     out.with_suffix(".md").write_text("# Agreement with human judgments\n\n" + text)
-    print(text)
-    print(f"Wrote {out.with_suffix('.json')} and {out.with_suffix('.md')}", file=sys.stderr)
-    return 0
+    return text
 
 
 if __name__ == "__main__":
