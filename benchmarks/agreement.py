@@ -368,15 +368,18 @@ def build_block(
     block.methods.append(agreement_of("scorer", human, [float(r.score) for _, r in kept], binary))
     for name, baseline in BASELINES[scorer_id].items():
         block.methods.append(agreement_of(name, human, [baseline(row) for row, _ in kept], binary))
-    block.loses_to = [m.method for m in block.methods[1:] if _below(block.methods[0], m)]
+    block.loses_to = losing_to(block.methods)
     block.per_row = [_row_record(row, r, scorer_id) for row, r in zip(rows, results)]
     return block
 
 
-def _below(scorer: Agreement, baseline: Agreement) -> bool:
-    if baseline.spearman is None:
-        return False
-    return scorer.spearman is None or scorer.spearman < baseline.spearman
+def losing_to(methods: list[Agreement]) -> list[str]:
+    """The baselines (methods after the first) whose Spearman beats the scorer's.
+
+    An undefined correlation (constant scores) counts as 0: no association.
+    """
+    scorer = methods[0].spearman or 0.0
+    return [m.method for m in methods[1:] if m.spearman is not None and m.spearman > scorer]
 
 
 def _row_record(row: dict[str, Any], result: Any, scorer_id: str) -> dict[str, Any]:
@@ -406,6 +409,16 @@ def _fmt(value: float | None, signed: bool = True) -> str:
     return f"{value:+.2f}" if signed else f"{value:.2f}"
 
 
+def verdict_of(block: Block) -> str:
+    """How the scorer compares with its baselines (by Spearman correlation)."""
+    parts = []
+    if block.methods[0].spearman is None:
+        parts.append("constant score: no signal")
+    if block.loses_to:
+        parts.append("**loses to " + ", ".join(block.loses_to) + "**")
+    return "; ".join(parts) or "beats or ties all"
+
+
 def markdown_table(blocks: list[Block]) -> str:
     """One line per method; the scorer line first in each block, with its verdict."""
     lines = [
@@ -418,11 +431,7 @@ def markdown_table(blocks: list[Block]) -> str:
             first = index == 0
             verdict = ""
             if first:
-                verdict = (
-                    "**loses to " + ", ".join(block.loses_to) + "**"
-                    if block.loses_to
-                    else "beats or ties all"
-                )
+                verdict = verdict_of(block)
             lines.append(
                 "| "
                 + " | ".join(
@@ -469,7 +478,7 @@ def report_text(result: dict[str, Any], blocks: list[Block]) -> str:
         "- Correlations use only the runs that produced a score: failed runs count in 'failed' "
         "and are left out; baselines are computed on the same rows. 'n/a': undefined "
         "(constant scores) or, for ROC AUC, labels that are not binary. 'vs baselines' "
-        "compares Spearman correlations; a scorer with no defined correlation loses.",
+        "compares Spearman correlations (an undefined one counts as 0).",
     ]
     failures = {f"{b.dataset}/{b.scorer}": b.errors for b in blocks if b.errors}
     if failures:
@@ -512,6 +521,7 @@ def block_from_dict(data: dict[str, Any]) -> Block:
     names = {f.name for f in fields(Block)}
     values = {key: value for key, value in data.items() if key in names}
     values["methods"] = [Agreement(**method) for method in values["methods"]]
+    values["loses_to"] = losing_to(values["methods"])
     return Block(**values)
 
 

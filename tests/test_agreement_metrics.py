@@ -90,3 +90,15 @@ def test_sample_rows_is_stratified_reproducible_and_nested() -> None:
     # Label b runs out after 10 rows; label a takes the remaining turns.
     assert sum(r["human_label"] == "b" for r in large) == 10
     assert len(agreement.sample_rows(rows, 100, seed=1)) == 40
+
+
+def test_a_scorer_below_a_baseline_is_marked_as_losing() -> None:
+    def method(name: str, rho: float | None) -> object:
+        return agreement.Agreement(name, rho, None, None)
+
+    assert agreement.losing_to([method("scorer", 0.2), method("f1", 0.5), method("em", 0.1)]) == [
+        "f1"
+    ]
+    # A constant scorer has no correlation: it counts as 0, so a negative baseline does not win.
+    assert agreement.losing_to([method("scorer", None), method("overlap", -0.5)]) == []
+    assert agreement.losing_to([method("scorer", None), method("overlap", 0.3)]) == ["overlap"]
