@@ -6,6 +6,7 @@ import math
 import sys
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from fractions import Fraction
 from itertools import islice
 from typing import Any, Literal
 
@@ -39,6 +40,8 @@ def run_evals(
     fields: Fields | None = None,
     skip_invalid: bool = False,
     keep_items: bool = True,
+    backend: Literal["local", "ray"] = "local",
+    ray: Any = None,
 ) -> EvalResult:
     """Score a dataset with one or more scorers.
 
@@ -64,6 +67,15 @@ def run_evals(
         keep_items: keep every item's results in the returned value. With False, memory
             stays flat whatever the dataset size: results reach you only through
             ``on_item_complete`` and the summary is computed as items finish.
+        backend: ``local`` scores in this process; ``ray`` scores on a Ray cluster with a
+            pool of actors, one judge each (needs ``pip install "offline-scorer[ray]"``).
+            Files are then read with Ray Data readers (.jsonl, .csv, .parquet) and every
+            row needs an id; scorers must be built-in; rows must carry their output
+            (no ``target``); ``fail_fast`` is not available. Scores and the summary are
+            the same as a local run's.
+        ray: with ``backend="ray"``, a ``RayOptions`` or a dict of its fields (``address``,
+            ``actors``, ``num_cpus``, ``num_gpus``, ``model``, ``device``, ``dtype``,
+            ``output``, ``max_restarts``, ``max_task_retries`` ...).
 
     Returns:
         Means per scorer id (over scored items, not rounded), the summary (counts, verdict)
@@ -75,12 +87,32 @@ def run_evals(
         ConfigurationError: no scorers, unknown scorer id, bad thresholds, or items without
             output and no target.
         ScorerRunError: with ``fail_fast``, the first failure.
+        ModelLoadError: with ``backend="ray"``, the model does not resolve on a worker.
 
     Example:
         >>> result = run_evals("data.jsonl", ["answer-relevancy"], thresholds={"answer-relevancy": 0.7})  # doctest: +SKIP
         >>> result.summary.verdict  # doctest: +SKIP
         'passed'
     """
+    if backend == "ray":
+        return _run_evals_on_ray(
+            data,
+            scorers,
+            target,
+            on_item_complete,
+            thresholds,
+            batch_size,
+            fail_fast,
+            progress,
+            fields,
+            skip_invalid,
+            keep_items,
+            ray,
+        )
+    if backend != "local":
+        raise ConfigurationError(f"Unknown backend {backend!r}: use 'local' or 'ray'.")
+    if ray is not None:
+        raise ConfigurationError("ray= options need backend='ray'.")
     started = time.perf_counter()
     dataset = (
         data
@@ -122,6 +154,45 @@ def run_evals(
     _add_cache_stats(summary, built)
     scores = {scorer_id: s.mean for scorer_id, s in summary.scorers.items()}
     return EvalResult(scores=scores, summary=summary, items=items)
+
+
+def _run_evals_on_ray(
+    data: Any,
+    scorers: Sequence[Scorer | str],
+    target: Callable[[Any], Any] | LocalAgent | None,
+    on_item_complete: ItemCallback | None,
+    thresholds: Mapping[str, ThresholdSpec] | None,
+    batch_size: int,
+    fail_fast: bool,
+    progress: bool,
+    fields: Fields | None,
+    skip_invalid: bool,
+    keep_items: bool,
+    options: Any,
+) -> EvalResult:
+    from offline_scorer._ray import run_evals_on_ray
+
+    if target is not None:
+        raise ConfigurationError(
+            "backend='ray' scores answers already in the data and takes no target=; produce "
+            "the outputs first, or use the local backend."
+        )
+    if fail_fast:
+        raise ConfigurationError(
+            "fail_fast=True needs the local backend: on Ray, failures are recorded per item."
+        )
+    return run_evals_on_ray(
+        data,
+        scorers,
+        options=options,
+        thresholds=thresholds,
+        batch_size=batch_size,
+        fields=fields,
+        skip_invalid=skip_invalid,
+        keep_items=keep_items,
+        on_item_complete=on_item_complete,
+        progress=progress,
+    )
 
 
 def _build_scorers(scorers: Sequence[Scorer | str]) -> list[Scorer]:
@@ -283,7 +354,9 @@ class _Totals:
         self._scorers = list(scorers)
         self._thresholds = thresholds
         self._scales = {s.id: float(s.options_dict().get("scale", 1)) for s in scorers}
-        self._sums = dict.fromkeys(self._scales, 0.0)
+        # Exact sums: the mean does not depend on the order items finish in (a Ray run
+        # gets its rows in another order than a local run, and must give the same mean).
+        self._sums = dict.fromkeys(self._scales, Fraction(0))
         self._counts = {s.id: {"scored": 0, "not_scorable": 0, "failed": 0} for s in scorers}
         self._histograms = {s.id: [0] * 10 for s in scorers}
         self._model: tuple[str | None, str | None] = (None, None)
@@ -294,7 +367,7 @@ class _Totals:
                 continue
             if result.status == "scored" and result.score is not None:
                 self._counts[scorer_id]["scored"] += 1
-                self._sums[scorer_id] += result.score
+                self._sums[scorer_id] += Fraction(result.score)
                 bins = self._histograms[scorer_id]
                 scale = self._scales[scorer_id]
                 bins[min(len(bins) - 1, max(0, int(result.score / scale * len(bins))))] += 1
@@ -306,7 +379,8 @@ class _Totals:
     def summary(self, seconds: float) -> EvalSummary:
         summaries = {}
         for scorer_id, counts in self._counts.items():
-            mean = self._sums[scorer_id] / counts["scored"] if counts["scored"] else None
+            scored = counts["scored"]
+            mean = float(self._sums[scorer_id] / scored) if scored else None
             limit = self._thresholds.get(scorer_id)
             summaries[scorer_id] = ScorerSummary(
                 scorer_id=scorer_id,
