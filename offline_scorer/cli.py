@@ -94,10 +94,56 @@ def score(
     allow_pickle: bool = typer.Option(False, "--allow-pickle", help="Accept pickle weights."),
     trust_remote_code: bool = typer.Option(False, "--trust-remote-code", help="Run model code."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar or table."),
+    backend: str = typer.Option(
+        "local",
+        envvar="OFFLINE_SCORER_BACKEND",
+        help="local (this process) or ray (a pool of Ray actors; --out is then a folder).",
+    ),
+    ray_address: str | None = typer.Option(
+        None,
+        envvar="OFFLINE_SCORER_RAY_ADDRESS",
+        help="Ray cluster to join (e.g. auto, ray://head:10001); default: start Ray here.",
+    ),
+    actors: int = typer.Option(
+        1, envvar="OFFLINE_SCORER_RAY_ACTORS", help="Ray actors, one loaded judge each."
+    ),
+    cpus_per_actor: float = typer.Option(
+        1.0, envvar="OFFLINE_SCORER_RAY_CPUS", help="CPUs (torch threads) per Ray actor."
+    ),
+    gpus_per_actor: float = typer.Option(
+        0.0, envvar="OFFLINE_SCORER_RAY_GPUS", help="GPUs per Ray actor (1 on a GPU cluster)."
+    ),
 ) -> None:
     """Score a dataset; exit 0 when all thresholds pass, 1 when one fails, 2 on bad input."""
     from offline_scorer import OfflineScorerError
 
+    if backend == "ray":
+        _score_on_ray(
+            data,
+            scorer,
+            model,
+            device,
+            dtype,
+            batch_size,
+            language,
+            threshold,
+            out,
+            (summary_path, report, junit),
+            Fields(input_field, output_field, ground_truth_field, id_field),
+            skip_invalid,
+            quiet,
+            {
+                "address": ray_address,
+                "actors": actors,
+                "num_cpus": cpus_per_actor,
+                "num_gpus": gpus_per_actor,
+            },
+            (agent, fail_fast, allow_pickle or trust_remote_code),
+        )
+        return
+    if backend != "local":
+        _fail(f"--backend {backend!r}: use local or ray.")
+        return
     try:
         plan = _plan_score(
             data,
@@ -148,6 +194,63 @@ def score(
     if result.summary.interrupted:
         typer.echo("Interrupted: finished items were written; rerun to resume.", err=True)
         raise typer.Exit(130)
+    raise typer.Exit(0 if result.passed else 1)
+
+
+def _score_on_ray(
+    data: Path,
+    scorer_ids: list[str],
+    model: str,
+    device: str,
+    dtype: str,
+    batch_size: int,
+    language: str,
+    threshold: list[str],
+    out: Path | None,
+    reports: tuple[Path | None, Path | None, Path | None],
+    fields: Fields,
+    skip_invalid: bool,
+    quiet: bool,
+    cluster: dict[str, Any],
+    local_only: tuple[bool, bool, bool],
+) -> None:
+    """``score --backend ray``: the same scoring on Ray actors; results written by workers."""
+    from offline_scorer import OfflineScorerError
+
+    summary_path, report, junit = reports
+    try:
+        if any(local_only):
+            raise ConfigurationError(
+                "--agent, --fail-fast, --allow-pickle and --trust-remote-code need --backend local."
+            )
+        scorers = [get_scorer(name, language=language) for name in scorer_ids]
+        options = {
+            **cluster,
+            "model": model,
+            "device": device,
+            "dtype": dtype,
+            "output": str(out) if out else None,
+        }
+        result = run_evals(
+            data,
+            scorers,
+            thresholds=dict(_parse_threshold(text) for text in threshold),
+            batch_size=batch_size,
+            progress=not quiet,
+            fields=fields,
+            skip_invalid=skip_invalid,
+            keep_items=bool(report or junit),
+            backend="ray",
+            ray=options,
+        )
+    except (OfflineScorerError, ValueError, TypeError) as error:
+        _fail(str(error))
+        return
+    _write_reports(result, summary_path, report, junit)
+    if not quiet:
+        _print_summary(result)
+        if out:
+            typer.echo(f"results: {out}/ (one file per block, written by the Ray workers)")
     raise typer.Exit(0 if result.passed else 1)
 
 
