@@ -34,6 +34,15 @@ class GenerationSettings(BaseModel):
         ge=16,
         description="Longest JSON string value; past it the model must close the string.",
     )
+    max_string_tokens: int = Field(
+        64,
+        ge=8,
+        description=(
+            "Most tokens in one JSON string value; past it the model must close the string "
+            "(a loop of one-character tokens, such as digits, stays under max_string_chars "
+            "for a long time)."
+        ),
+    )
     max_sentences_text: int | None = Field(
         2, ge=1, description="Stop a free-text answer after this many sentences (None: no limit)."
     )
@@ -48,6 +57,7 @@ class GenerationSettings(BaseModel):
             "max_new_tokens_json": self.max_new_tokens_json,
             "max_new_tokens_text": self.max_new_tokens_text,
             "max_string_chars": self.max_string_chars,
+            "max_string_tokens": self.max_string_tokens,
             "max_sentences_text": self.max_sentences_text,
         }
 

@@ -449,7 +449,12 @@ class TransformersJudge:
         if self._compiler is None:
             self._compiler = SchemaCompiler(self.load().tokenizer)
         indexes = [self._compiler.index_for(text) for text in schema_texts]
-        return PerRowSchemaProcessor(indexes, self._compiler, self.settings.max_string_chars)
+        return PerRowSchemaProcessor(
+            indexes,
+            self._compiler,
+            self.settings.max_string_chars,
+            self.settings.max_string_tokens,
+        )
 
     def _forward(
         self, chunk: list[_Encoded], budget: int, processor: Any

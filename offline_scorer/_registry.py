@@ -16,6 +16,7 @@ _SETTINGS_FIELDS = (
     "max_new_tokens_json",
     "max_new_tokens_text",
     "max_string_chars",
+    "max_string_tokens",
     "max_sentences_text",
     "batch_size",
 )

@@ -95,6 +95,26 @@ def test_budget_exhausted_before_json_closes(judge: TransformersJudge) -> None:
         tight.generate_json([prompt("write six sentences")], Long)
 
 
+def test_strings_are_closed_at_their_token_cap(judge: TransformersJudge) -> None:
+    """A loop of one-character tokens (digits) is cut by max_string_tokens, not only by chars."""
+    capped = TransformersJudge(
+        judge.load(), settings=GenerationSettings(max_string_tokens=12, max_string_chars=1000)
+    )
+
+    class Digits(BaseModel):
+        number: str
+
+    ask = [
+        {"role": "system", "content": "Answer in JSON."},
+        {"role": "user", "content": "Write the digits 1234567890 ten times in a row, no spaces."},
+    ]
+    result = capped.generate_json([ask], Digits)[0]
+    tokenizer = judge.load().tokenizer
+    # The opening token may carry the quote and a first character; 12 more at most follow.
+    assert len(tokenizer(result.number, add_special_tokens=False)["input_ids"]) <= 13
+    assert capped.call_log[-1].generated_tokens <= 24
+
+
 def test_load_and_generate_with_every_socket_blocked(
     judge: TransformersJudge, monkeypatch: pytest.MonkeyPatch
 ) -> None:
