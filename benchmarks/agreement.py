@@ -3,7 +3,10 @@
 Run it with ``make bench`` or ``.venv/bin/python benchmarks/agreement.py [--limit N]``.
 It prints a Markdown table to stdout (progress goes to stderr) and writes
 ``benchmarks/results/agreement.json`` and ``agreement.md`` (git-ignored; ``--out`` picks
-another path stem).
+another path stem). On a 2-core CPU with the embedded model one run costs 6-60 s, so the
+default (100 rows of every dataset) takes hours; ``--limit`` and ``--datasets`` make smaller
+runs, and ``--merge`` builds one report from several of them (each command rewrites the
+report after every dataset, so an interrupted run keeps what it finished).
 
 What is measured
 ----------------
