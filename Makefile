@@ -40,7 +40,7 @@ lint: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python benchmarks/throughput.py --items 8
 	$(BIN)/python benchmarks/cold_start.py
-	$(BIN)/python benchmarks/agreement.py --limit 8
+	$(BIN)/python benchmarks/agreement.py --limit 8 --datasets nq301_openqa_eval sas_squad truthfulqa_informativeness
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
