@@ -35,7 +35,7 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check offline_scorer tests benchmarks
 	$(BIN)/mypy
 
-# Small settings: the three scripts print their tables in about 11 minutes on 2 CPU cores.
+# Small settings: the three scripts print their tables in about 10 minutes on 2 CPU cores.
 # The README (Performance, Agreement with people) gives the commands behind its figures.
 bench: $(STAMP)
 	$(BIN)/python benchmarks/throughput.py --items 4
