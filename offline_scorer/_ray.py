@@ -66,6 +66,11 @@ RESULT_COLUMNS = (
 _FORWARDED_PREFIXES = ("OFFLINE_SCORER_",)
 _FORWARDED_NAMES = ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "RAY_USAGE_STATS_ENABLED")
 
+# CPUs requested by the read and write tasks. Reading rows and writing results is light next
+# to the model, and the actors may hold every core (a 2-core machine, GPU nodes whose CPUs
+# all go to actors): a task that asked for a CPU would then wait for ever.
+IO_CPUS = 0
+
 
 class RayOptions(BaseModel):
     """How ``run_evals(..., backend="ray")`` runs on Ray.
@@ -192,6 +197,15 @@ def connect(address: str | None) -> bool:
     return True
 
 
+def data_context(ray: Any) -> Any:
+    """Ray Data's current context (made on first use, quietly: see below)."""
+    with warnings.catch_warnings():
+        # Ray 2.60's own DataContext() sets deprecated fields of itself and warns about
+        # them; nothing the user did, so they are not shown.
+        warnings.filterwarnings("ignore", category=DeprecationWarning)
+        return ray.data.DataContext.get_current()
+
+
 def forwarded_env(extra: Mapping[str, str]) -> dict[str, str]:
     """The driver's offline switches and OFFLINE_SCORER_* settings, plus ``extra``."""
     env = {
@@ -224,11 +238,11 @@ def ray_source(data: Any, fields: Fields, skip_invalid: bool) -> RaySource:
             raise DataError(f"Dataset file {path} does not exist.")
         suffix = (path.suffix if path.is_file() else _folder_suffix(path)).lower()
         if suffix in (".jsonl", ".ndjson"):
-            return RaySource(ray.data.read_text(str(path)), "json", str(path))
+            return RaySource(ray.data.read_text(str(path), num_cpus=IO_CPUS), "json", str(path))
         if suffix == ".csv":
             return RaySource(_read_csv(ray, path, fields), "table", str(path))
         if suffix == ".parquet":
-            return RaySource(ray.data.read_parquet(str(path)), "table", str(path))
+            return RaySource(ray.data.read_parquet(str(path), num_cpus=IO_CPUS), "table", str(path))
         if suffix != ".json":
             raise DataError(
                 f"{path}: unknown dataset format '{suffix}'; the Ray backend reads .jsonl, "
@@ -258,7 +272,7 @@ def _read_csv(ray: Any, path: Path, fields: Fields) -> Any:
     # Locally every CSV cell is text; without this, arrow would turn "8" into the number 8.
     names = (fields.input, fields.output, fields.ground_truth, fields.id)
     convert = csv.ConvertOptions(column_types=dict.fromkeys(names, string()))
-    return ray.data.read_csv(str(path), convert_options=convert)
+    return ray.data.read_csv(str(path), convert_options=convert, num_cpus=IO_CPUS)
 
 
 def _item_json(item: Any, fields: Fields) -> str:
@@ -528,11 +542,15 @@ def write_rows(rows: Any, output: str) -> Any:
     """Write the result rows from the workers, then read them back (nothing reruns)."""
     ray = import_ray()
     path = os.path.abspath(output)
-    if output.endswith(".parquet"):
-        rows.write_parquet(path)
-        return ray.data.read_parquet(path)
-    rows.write_json(path)
-    return ray.data.read_json(path, lines=True)
+    with warnings.catch_warnings():
+        # Ray 2.60 marks ray_remote_args deprecated, but writes take no num_cpus otherwise.
+        warnings.filterwarnings("ignore", message=".*ray_remote_args.*deprecated")
+        if output.endswith(".parquet"):
+            rows.write_parquet(path, ray_remote_args={"num_cpus": IO_CPUS})
+            return ray.data.read_parquet(path, num_cpus=IO_CPUS)
+        rows.write_json(path, ray_remote_args={"num_cpus": IO_CPUS})
+        # Read back as text lines, parsed by us: exactly the values that were written.
+        return ray.data.read_text(path, num_cpus=IO_CPUS)
 
 
 def translate_ray_error(error: BaseException) -> OfflineScorerError | None:
@@ -545,11 +563,16 @@ def translate_ray_error(error: BaseException) -> OfflineScorerError | None:
             return current
         cause = getattr(current, "cause", None)
         current = cause if isinstance(cause, BaseException) else current.__cause__
+    # Ray hands worker errors back as text: the last one of ours is the outermost.
     text = str(error)
-    for marker in ("ModelLoadError: ", "DataError: ", "ConfigurationError: "):
+    for marker, kind in (
+        ("ModelLoadError: ", ModelLoadError),
+        ("DataError: ", DataError),
+        ("ConfigurationError: ", ConfigurationError),
+    ):
         if marker in text:
-            message = text.split(marker, 1)[1].strip().splitlines()[0]
-            return ModelLoadError(message) if marker.startswith("Model") else DataError(message)
+            message = text.rsplit(marker, 1)[1].strip().splitlines()[0]
+            return kind(message)
     return None
 
 
@@ -561,7 +584,8 @@ def result_items(rows: Any, keep_items: bool) -> Iterator[EvalItem]:
     current: EvalItem | None = None
     index = 0
     for batch in rows.iter_batches(batch_format="pyarrow", batch_size=1024):
-        for row in batch.to_pylist():
+        for line in batch.to_pylist():
+            row = json.loads(line["text"]) if "text" in line else line
             if current is None or row["item_id"] != current.item_id:
                 if current is not None:
                     yield current
@@ -627,7 +651,7 @@ def run_evals_on_ray(
     fields = fields or Fields()
     ray = import_ray()
     started_ray = connect(settings.address)
-    context = ray.data.DataContext.get_current()
+    context = data_context(ray)
     saved = (context.execution_options.preserve_order, context.enable_progress_bars)
     # Rows come back in input order: the same item order as a local run.
     context.execution_options.preserve_order = True
@@ -655,7 +679,7 @@ def run_evals_on_ray(
         if settings.output:
             rows = write_rows(rows, settings.output)
         full = keep_items or on_item_complete is not None
-        if not full:
+        if not full and not settings.output:
             rows = rows.select_columns(
                 ["item_id", "scorer_id", "status", "score", "model_id", "model_fingerprint"]
             )
