@@ -97,7 +97,8 @@ def test_two_ray_actors_give_the_local_scores_and_summary(
     (``OFFLINE_SCORER_CACHE`` is forwarded to them); the local run uses the session judge.
     Answer relevancy runs its whole pipeline (statements, verdicts, score, reason): three
     judge calls per batch, with short answers the cheapest built-in scorer here. Reasons are
-    held to one short sentence on both sides to keep the test quick; the local judge shares
+    held to one short sentence and JSON strings to 12 tokens on both sides to keep the test
+    quick (about 2 minutes here); the local judge shares
     the session's loaded weights with those settings.
     """
     rows = [
@@ -106,7 +107,7 @@ def test_two_ray_actors_give_the_local_scores_and_summary(
     ]
     data = write_jsonl(tmp_path / "data.jsonl", rows)
     thresholds = {"answer-relevancy": 0.5}
-    settings = {"max_new_tokens_text": 24, "max_sentences_text": 1}
+    settings = {"max_new_tokens_text": 24, "max_sentences_text": 1, "max_string_tokens": 12}
     local_judge = TransformersJudge(judge.load(), settings=GenerationSettings(**settings))
     local = run_evals(
         data,
