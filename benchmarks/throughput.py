@@ -232,11 +232,12 @@ class NaiveOutlinesJudge:
         )
         return text, messages[-1]["content"] if prefill else ""
 
-    def _count(self, prompt_text: str, output: str) -> None:
-        self.prompt_tokens += len(
-            self._tokenizer(prompt_text, add_special_tokens=False)["input_ids"]
-        )
-        self.generated_tokens += len(self._tokenizer(output, add_special_tokens=False)["input_ids"])
+    def _tokens(self, text: str) -> int:
+        return len(self._tokenizer(text, add_special_tokens=False)["input_ids"])
+
+    def _count(self, prompt_tokens: int, output: str) -> None:
+        self.prompt_tokens += prompt_tokens
+        self.generated_tokens += self._tokens(output)
 
     def _options(self, budget: int) -> dict[str, Any]:
         return {
@@ -260,7 +261,7 @@ class NaiveOutlinesJudge:
             text, _ = self._text(prompt)
             generator = outlines.Generator(self._model, one_schema)  # compiles the schema
             output = str(generator(text, **self._options(self._settings.max_new_tokens_json)))
-            self._count(text, output)
+            self._count(self._tokens(text), output)
             results.append(parse_json_output(output, one_schema, index=position))
         return finish(results, return_exceptions)
 
@@ -273,7 +274,7 @@ class NaiveOutlinesJudge:
         results: list[Any] = []
         for prompt in prompts:
             text, prefill = self._text(prompt)
-            length = len(self._tokenizer(text, add_special_tokens=False)["input_ids"])
+            length = self._tokens(text)
             stop = StoppingCriteriaList(
                 [_SentenceLimit(self._tokenizer, length, self._settings.max_sentences_text)]
             )
@@ -285,7 +286,7 @@ class NaiveOutlinesJudge:
                     **self._options(self._settings.max_new_tokens_text),
                 )
             )
-            self._count(text, output)
+            self._count(length, output)
             results.append(_join_prefill(prefill, output).strip())
         return results
 
