@@ -195,7 +195,7 @@ class NaiveOutlinesJudge:
     def __init__(self, batched: Any):
         import outlines
 
-        from offline_scorer._judge import _eos_ids
+        from offline_scorer.judges.transformers._judge import _eos_ids
 
         loaded = batched.load()
         self._batched = batched
@@ -252,7 +252,7 @@ class NaiveOutlinesJudge:
     ) -> list[Any]:
         import outlines
 
-        from offline_scorer._judge import finish, parse_json_output, schemas_per_prompt
+        from offline_scorer.judges._protocol import finish, parse_json_output, schemas_per_prompt
 
         results: list[Any] = []
         for position, (prompt, one_schema) in enumerate(
@@ -269,7 +269,7 @@ class NaiveOutlinesJudge:
         import outlines
         from transformers import StoppingCriteriaList
 
-        from offline_scorer._judge import _join_prefill, _SentenceLimit
+        from offline_scorer.judges.transformers._judge import _join_prefill, _SentenceLimit
 
         results: list[Any] = []
         for prompt in prompts:

@@ -13,9 +13,9 @@ import tempfile
 from datetime import datetime, timezone
 from pathlib import Path
 
-from offline_scorer._eval_types import EvalItem, EvalResult, EvalSummary, ScorerSummary, Threshold
-from offline_scorer._reports import write_html_report
-from offline_scorer._results import ScoreResult, StepStats
+from offline_scorer.evals._types import EvalItem, EvalResult, EvalSummary, ScorerSummary, Threshold
+from offline_scorer.pipeline._results import ScoreResult, StepStats
+from offline_scorer.reports._html import write_html_report
 
 REL = "answer-relevancy-scorer"
 SIM = "answer-similarity-scorer"

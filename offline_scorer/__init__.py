@@ -14,19 +14,6 @@ from offline_scorer._offline import force_offline
 
 force_offline()
 
-from offline_scorer._agent import LocalAgent  # noqa: E402
-from offline_scorer._cache import CachedJudge, ResultCache  # noqa: E402
-from offline_scorer._config import GenerationSettings  # noqa: E402
-from offline_scorer._data import DataItem, Dataset, Fields, load_dataset  # noqa: E402
-from offline_scorer._eval_types import (  # noqa: E402
-    EvalItem,
-    EvalResult,
-    EvalSummary,
-    RowProblem,
-    ScorerSummary,
-    Threshold,
-)
-from offline_scorer._evals import run_evals  # noqa: E402
 from offline_scorer._exceptions import (  # noqa: E402
     ConfigurationError,
     ContextLengthError,
@@ -39,27 +26,48 @@ from offline_scorer._exceptions import (  # noqa: E402
     UnknownModelError,
     UnknownScorerError,
 )
-from offline_scorer._judge import ItemUsage, Judge, JudgeCall, TransformersJudge  # noqa: E402
-from offline_scorer._models import (  # noqa: E402
+from offline_scorer.evals import (  # noqa: E402
+    DataItem,
+    Dataset,
+    EvalItem,
+    EvalResult,
+    EvalSummary,
+    Fields,
+    LocalAgent,
+    RowProblem,
+    ScorerSummary,
+    Threshold,
+    load_dataset,
+    run_evals,
+)
+from offline_scorer.judges import (  # noqa: E402
     DEFAULT_MODEL,
+    CachedJudge,
+    GenerationSettings,
+    ItemUsage,
+    Judge,
+    JudgeCall,
     LoadedModel,
     ModelCard,
+    RecordingJudge,
+    ReplayJudge,
+    ResultCache,
+    TransformersJudge,
     list_model_cards,
     load_model,
 )
-from offline_scorer._pipeline import (  # noqa: E402
+from offline_scorer.pipeline import (  # noqa: E402
     NotScorable,
     PromptStep,
     Scorer,
+    ScoreResult,
     Skip,
     StepContext,
+    StepStats,
     create_scorer,
     not_scorable,
     template_prompt,
 )
-from offline_scorer._registry import get_scorer, scorer_ids  # noqa: E402
-from offline_scorer._replay import RecordingJudge, ReplayJudge  # noqa: E402
-from offline_scorer._results import ScoreResult, StepStats  # noqa: E402
 from offline_scorer.scorers import (  # noqa: E402
     create_answer_relevancy_scorer,
     create_answer_similarity_scorer,
@@ -67,6 +75,7 @@ from offline_scorer.scorers import (  # noqa: E402
     round_half_up,
     similarity_score,
 )
+from offline_scorer.scorers._registry import get_scorer, scorer_ids  # noqa: E402
 
 __all__ = [
     "CachedJudge",

@@ -10,8 +10,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from offline_scorer._pipeline import Scorer
-from offline_scorer._results import ScoreResult
+from offline_scorer.pipeline._results import ScoreResult
+from offline_scorer.pipeline._scorer import Scorer
 
 
 def assert_score(

@@ -156,7 +156,7 @@ def test_custom_scorer_from_a_template_folder_with_a_replayed_judge(tmp_path) ->
     from pydantic import BaseModel
 
     from offline_scorer import PromptStep, ReplayJudge, template_prompt
-    from offline_scorer._keys import request_key, schema_text
+    from offline_scorer.judges._keys import request_key, schema_text
 
     class Tone(BaseModel):
         polite: bool

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-CLI = [sys.executable, "-m", "offline_scorer.cli"]
+CLI = [sys.executable, "-m", "offline_scorer"]
 
 ROWS = [
     {

@@ -7,14 +7,13 @@ from pathlib import Path
 import pytest
 
 from offline_scorer import ModelLoadError, UnknownModelError, list_model_cards, load_model
-from offline_scorer._models import (
+from offline_scorer.judges._cards import (
     ResolvedModel,
-    _converted_gguf,
     card_weights_path,
-    converted_models_dir,
     get_model_card,
     resolve_model,
 )
+from offline_scorer.judges.transformers._loading import _converted_gguf, converted_models_dir
 
 
 def test_embedded_card_is_known_and_installed() -> None:

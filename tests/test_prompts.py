@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from offline_scorer import ConfigurationError
-from offline_scorer._prompts import LANGUAGES, render_prompt
+from offline_scorer.pipeline._prompts import LANGUAGES, render_prompt
 
 STEPS = {
     "answer-relevancy": {

@@ -18,7 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from offline_scorer._eval_types import (
+from offline_scorer._files import write_text_atomically
+from offline_scorer.evals._types import (
     EvalItem,
     EvalResult,
     EvalSummary,
@@ -26,16 +27,15 @@ from offline_scorer._eval_types import (
     ScorerSummary,
     Threshold,
 )
-from offline_scorer._reports import (
+from offline_scorer.pipeline._results import ScoreResult, StepStats
+from offline_scorer.reports._html import (
     append_result_lines,
     render_html_report,
     write_html_report,
     write_junit_xml,
     write_results_jsonl,
     write_summary_json,
-    write_text_atomically,
 )
-from offline_scorer._results import ScoreResult, StepStats
 
 CHROMIUM = Path("/usr/bin/chromium")
 REL = "answer-relevancy-scorer"
@@ -507,6 +507,9 @@ def test_browser_renders_a_screenshot(browser_report: Path, tmp_path: Path) -> N
 
 
 def test_no_url_in_report_strings() -> None:
-    """The report module itself carries no URL that a page could load."""
-    source = Path(__file__).parents[1].joinpath("offline_scorer", "_reports.py")
-    assert not re.search(r"https?://", source.read_text(encoding="utf-8"))
+    """The report code and templates carry no URL that a page could load."""
+    folder = Path(__file__).parents[1].joinpath("offline_scorer", "reports")
+    sources = [p for p in folder.rglob("*") if p.suffix in (".py", ".jinja", ".html", ".css", ".js")]
+    assert sources
+    for source in sources:
+        assert not re.search(r"https?://", source.read_text(encoding="utf-8")), source

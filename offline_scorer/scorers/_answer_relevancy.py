@@ -14,9 +14,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
-from offline_scorer._judge import Judge
-from offline_scorer._pipeline import Parts, PromptStep, Scorer, Skip, StepContext, create_scorer
-from offline_scorer._prompts import render_prompt
+from offline_scorer.judges._protocol import Judge
+from offline_scorer.pipeline._prompts import render_prompt
+from offline_scorer.pipeline._scorer import Scorer, create_scorer
+from offline_scorer.pipeline._steps import Parts, PromptStep, Skip, StepContext
 from offline_scorer.scorers._common import (
     FiniteFloat,
     build_options,
@@ -28,6 +29,7 @@ from offline_scorer.scorers._common import (
     text_item,
     unique_in_order,
 )
+from offline_scorer.scorers._registry import ScorerInfo, register_scorer
 
 SCORER_ID = "answer-relevancy-scorer"
 TEMPLATES = "answer-relevancy"
@@ -275,7 +277,7 @@ def create_answer_relevancy_scorer(
             "chunk_chars": chunk_chars,
         },
     )
-    from offline_scorer._prompts import check_language
+    from offline_scorer.pipeline._prompts import check_language
 
     check_language(language)
     return create_scorer(
@@ -294,3 +296,13 @@ def create_answer_relevancy_scorer(
         options=options,
         language=language,
     )
+
+
+register_scorer(
+    ScorerInfo(
+        id=SCORER_ID,
+        short_id="answer-relevancy",
+        factory=create_answer_relevancy_scorer,
+        options=AnswerRelevancyOptions,
+    )
+)

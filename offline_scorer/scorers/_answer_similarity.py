@@ -16,10 +16,11 @@ from pydantic import BaseModel, ConfigDict, Field
 from pydantic import create_model as _create_model
 
 from offline_scorer._exceptions import ConfigurationError
-from offline_scorer._judge import Judge
-from offline_scorer._pipeline import PromptStep, Scorer, Skip, StepContext, create_scorer
-from offline_scorer._prompts import check_language, render_prompt
 from offline_scorer._text import ground_truth_text
+from offline_scorer.judges._protocol import Judge
+from offline_scorer.pipeline._prompts import check_language, render_prompt
+from offline_scorer.pipeline._scorer import Scorer, create_scorer
+from offline_scorer.pipeline._steps import PromptStep, Skip, StepContext
 from offline_scorer.scorers._common import (
     FiniteFloat,
     build_options,
@@ -30,6 +31,7 @@ from offline_scorer.scorers._common import (
     text_item,
     unique_in_order,
 )
+from offline_scorer.scorers._registry import ScorerInfo, register_scorer
 
 SCORER_ID = "answer-similarity-scorer"
 TEMPLATES = "answer-similarity"
@@ -401,4 +403,15 @@ def create_answer_similarity_scorer(
         generate_reason=PromptStep(_render_reason),
         options=options,
         language=language,
+        needs_ground_truth=require_ground_truth,
     )
+
+
+register_scorer(
+    ScorerInfo(
+        id=SCORER_ID,
+        short_id="answer-similarity",
+        factory=create_answer_similarity_scorer,
+        options=AnswerSimilarityOptions,
+    )
+)

@@ -8,7 +8,7 @@ from typing import Annotated, Any
 
 from pydantic import AfterValidator
 
-from offline_scorer._judge import Judge
+from offline_scorer.judges._protocol import Judge
 
 
 def _check_finite(value: float) -> float:
@@ -43,7 +43,7 @@ def judge_source(
 
             raise ConfigurationError("Pass either judge= or model=, not both.")
         return judge
-    from offline_scorer._registry import shared_judge
+    from offline_scorer.judges._factory import shared_judge
 
     reference = model or "smollm2-135m-instruct"
     return lambda: shared_judge(reference, **settings_kwargs)

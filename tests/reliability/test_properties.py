@@ -9,8 +9,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from offline_scorer import DataError, relevancy_score, round_half_up, similarity_score
-from offline_scorer._data import load_dataset
 from offline_scorer._text import extract_text, ground_truth_text
+from offline_scorer.evals._data import load_dataset
 
 VERDICTS = st.sampled_from(["yes", "unsure", "no", "YES ", " maybe", ""])
 MATCHES = st.sampled_from(["exact", "semantic", "partial", "missing"])

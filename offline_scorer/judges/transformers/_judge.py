@@ -12,157 +12,30 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar, cast, runtime_checkable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal, cast
 
-from pydantic import BaseModel, ValidationError
-
-from offline_scorer._config import Device, DType, GenerationSettings
 from offline_scorer._exceptions import (
     ConfigurationError,
     ContextLengthError,
     JudgeOutputError,
     OfflineScorerError,
 )
-from offline_scorer._keys import Prompt, schema_text
-from offline_scorer._models import (
-    DEFAULT_MODEL,
-    LoadedModel,
-    load_model,
-    model_fingerprint,
-    resolve_model,
+from offline_scorer.judges._cards import DEFAULT_MODEL, model_fingerprint, resolve_model
+from offline_scorer.judges._keys import Prompt, schema_text
+from offline_scorer.judges._protocol import (
+    ItemUsage,
+    JudgeCall,
+    SchemaArg,
+    finish,
+    parse_json_output,
+    schemas_per_prompt,
 )
+from offline_scorer.judges._settings import Device, DType, GenerationSettings
+from offline_scorer.judges.transformers._loading import LoadedModel, load_model
 
 if TYPE_CHECKING:
     import torch
-
-T = TypeVar("T", bound=BaseModel)
-SchemaArg = type[BaseModel] | Sequence[type[BaseModel]]
-
-
-@dataclass(frozen=True)
-class ItemUsage:
-    """What one prompt of a judge call cost."""
-
-    prompt_tokens: int
-    generated_tokens: int
-    seconds: float
-    cached: bool = False
-    truncated: bool = False
-
-
-@dataclass
-class JudgeCall:
-    """One call to a judge: its kind, its items' usage and its wall time."""
-
-    kind: Literal["json", "text"]
-    items: list[ItemUsage] = field(default_factory=list)
-    seconds: float = 0.0
-
-    @property
-    def prompt_tokens(self) -> int:
-        """Prompt tokens over all items."""
-        return sum(item.prompt_tokens for item in self.items)
-
-    @property
-    def generated_tokens(self) -> int:
-        """Generated tokens over all items."""
-        return sum(item.generated_tokens for item in self.items)
-
-
-@runtime_checkable
-class Judge(Protocol):
-    """What every judge offers. See the module docstring."""
-
-    @property
-    def model_id(self) -> str:
-        """Short name of the model (a card name or a file/directory name)."""
-        ...
-
-    @property
-    def fingerprint(self) -> str:
-        """Identity of the exact weights, used in cache and replay keys."""
-        ...
-
-    @property
-    def call_log(self) -> list[JudgeCall]:
-        """Every call made so far, oldest first."""
-        ...
-
-    def generate_json(
-        self,
-        prompts: Sequence[Prompt],
-        schema: SchemaArg,
-        *,
-        return_exceptions: bool = False,
-    ) -> list[Any]:
-        """One validated object of ``schema`` (one schema, or one per prompt) per prompt."""
-        ...
-
-    def generate_text(
-        self, prompts: Sequence[Prompt], *, return_exceptions: bool = False
-    ) -> list[Any]:
-        """One free-text answer per prompt."""
-        ...
-
-
-class JudgeWrapper:
-    """Base of judges that wrap another judge (cache, recorder): same model identity."""
-
-    inner: Judge
-
-    @property
-    def model_id(self) -> str:
-        """The inner judge's model name."""
-        return self.inner.model_id
-
-    @property
-    def fingerprint(self) -> str:
-        """The inner judge's fingerprint."""
-        return self.inner.fingerprint
-
-
-def schemas_per_prompt(schema: SchemaArg, count: int) -> list[type[BaseModel]]:
-    """Expand a single schema to one per prompt, or check a list has one per prompt."""
-    if isinstance(schema, type):
-        return [schema] * count
-    schemas = list(schema)
-    if len(schemas) != count:
-        raise ConfigurationError(
-            f"generate_json got {count} prompts but {len(schemas)} schemas; pass one schema "
-            "or exactly one per prompt."
-        )
-    return schemas
-
-
-def parse_json_output(
-    text: str, schema: type[T], *, index: int | None = None
-) -> T | JudgeOutputError:
-    """Validate a model's JSON text against ``schema``; an error object when it fails."""
-    try:
-        return schema.model_validate_json(text)
-    except ValidationError as error:
-        problems = "; ".join(
-            f"{'.'.join(str(p) for p in issue['loc']) or '<root>'}: {issue['msg']}"
-            for issue in error.errors()[:5]
-        )
-        failure = JudgeOutputError(
-            f"The judge's JSON does not match schema {schema.__name__}: {problems}. "
-            f"Output was: {text[:300]!r}",
-            index=index,
-            raw_output=text,
-        )
-        failure.__cause__ = error
-        return failure
-
-
-def finish(results: list[Any], return_exceptions: bool) -> list[Any]:
-    """Raise the first error unless the caller asked for errors in the list."""
-    if not return_exceptions:
-        for result in results:
-            if isinstance(result, BaseException):
-                raise result
-    return results
 
 
 @dataclass
@@ -217,6 +90,7 @@ class TransformersJudge:
             "threads": threads,
         }
         self._loaded: LoadedModel | None = model if isinstance(model, LoadedModel) else None
+        self._parent: TransformersJudge | None = None
         self._compiler: Any = None
         self._fingerprint: str | None = None
         self._lock = threading.Lock()
@@ -226,20 +100,36 @@ class TransformersJudge:
 
     def load(self) -> LoadedModel:
         """Load the model now (it otherwise loads on the first call) and return it."""
+        if self._parent is not None:
+            return self._parent.load()
         with self._lock:
             if self._loaded is None:
                 assert not isinstance(self._reference, LoadedModel)
                 self._loaded = load_model(self._reference, **self._load_options)
             return self._loaded
 
+    def with_settings(self, settings: GenerationSettings) -> TransformersJudge:
+        """A judge with other generation settings on the same weights (loaded once).
+
+        The local agent uses it: its answers need other token budgets than the scorers'
+        judge, but never a second copy of the model.
+        """
+        twin = TransformersJudge(self._reference, settings=settings, **self._load_options)
+        twin._parent = self
+        return twin
+
     @property
     def loaded(self) -> bool:
         """Whether the model is in memory."""
+        if self._parent is not None:
+            return self._parent.loaded
         return self._loaded is not None
 
     @property
     def model_id(self) -> str:
         """Short model name; loads the model to learn it only for non-card references."""
+        if self._parent is not None:
+            return self._parent.model_id
         if self._loaded is not None:
             return self._loaded.model_id
         return str(self._reference)
@@ -247,6 +137,8 @@ class TransformersJudge:
     @property
     def fingerprint(self) -> str:
         """Identity of the weights (name plus checksum), known without loading them."""
+        if self._parent is not None:
+            return self._parent.fingerprint
         if self._loaded is not None:
             return self._loaded.fingerprint
         if self._fingerprint is None:
@@ -444,7 +336,10 @@ class TransformersJudge:
             )
 
     def _processor(self, schema_texts: list[str]) -> Any:
-        from offline_scorer._constraint import PerRowSchemaProcessor, SchemaCompiler
+        from offline_scorer.judges.transformers._constraint import (
+            PerRowSchemaProcessor,
+            SchemaCompiler,
+        )
 
         if self._compiler is None:
             self._compiler = SchemaCompiler(self.load().tokenizer)

@@ -7,8 +7,6 @@ asks a model hub for anything: every load is ``local_files_only``.
 
 from __future__ import annotations
 
-import hashlib
-import importlib.util
 import json
 import logging
 import os
@@ -22,217 +20,32 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, ConfigDict
-
-from offline_scorer._config import Device, DType, cache_dir
-from offline_scorer._exceptions import ModelLoadError, UnknownModelError
-from offline_scorer._resources import data_folder
+from offline_scorer._exceptions import ModelLoadError
+from offline_scorer.judges._settings import Device, DType, cache_dir
 
 if sys.version_info >= (3, 11):
-    import tomllib
+    pass
 else:  # pragma: no cover - exercised on Python 3.10 only
-    import tomli as tomllib
+    pass
 
 if TYPE_CHECKING:
     import torch
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
+from offline_scorer.judges._cards import (
+    _SIDECAR,
+    DEFAULT_MODEL,
+    ModelCard,
+    ResolvedModel,
+    _check_hf_directory,
+    model_fingerprint,
+    resolve_model,
+    sha256_of,
+)
+
 logger = logging.getLogger(__name__)
-
-DEFAULT_MODEL = "smollm2-135m-instruct"
-_PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt", ".pkl")
-_SIDECAR = "offline_scorer.json"
-
-
-class ModelSource(BaseModel):
-    """Where a model card's weights come from."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    kind: Literal["package-file", "path"]
-    package: str | None = None
-    module: str | None = None
-    file: str
-    size_bytes: int | None = None
-    sha256: str | None = None
-    install: str | None = None
-
-
-class ModelCard(BaseModel):
-    """One known model: where its weights are and how to run it."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    name: str
-    description: str
-    license: str
-    parameters: int
-    context_length: int
-    chat_format: str
-    recommended_dtype: str = "auto"
-    recommended_batch_size: int = 8
-    source: ModelSource
-
-
-def list_model_cards() -> list[ModelCard]:
-    """Return every model card shipped in ``models/``, sorted by name."""
-    cards = []
-    for path in sorted(data_folder("models").glob("*.toml")):
-        with path.open("rb") as handle:
-            cards.append(ModelCard.model_validate(tomllib.load(handle)))
-    return cards
-
-
-def get_model_card(name: str) -> ModelCard:
-    """Return the card called ``name``.
-
-    Raises:
-        UnknownModelError: no card has that name; the message lists the known names.
-    """
-    cards = {card.name: card for card in list_model_cards()}
-    if name not in cards:
-        known = ", ".join(sorted(cards))
-        raise UnknownModelError(
-            f"Unknown model '{name}': it is not a model card name and no such path exists. "
-            f"Known model cards: {known}. Or pass a local Hugging Face model directory or a "
-            ".gguf file."
-        )
-    return cards[name]
-
-
-def card_weights_path(card: ModelCard) -> Path | None:
-    """Where the card's weight file is on this machine, or None when it is not installed."""
-    source = card.source
-    if source.kind == "path":
-        path = Path(source.file).expanduser()
-        return path if path.exists() else None
-    assert source.module is not None
-    # find_spec, not import: the package's __init__ imports dependencies we don't install.
-    spec = importlib.util.find_spec(source.module)
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    path = Path(next(iter(spec.submodule_search_locations))) / source.file
-    return path if path.exists() else None
-
-
-_SHA_MEMO: dict[tuple[str, int, int], str] = {}
-
-
-def sha256_of(path: Path) -> str:
-    """Hex sha256 of a file, read in 1 MiB blocks (memoized per path, size and mtime)."""
-    stat = path.stat()
-    memo_key = (str(path.resolve()), stat.st_size, stat.st_mtime_ns)
-    if memo_key in _SHA_MEMO:
-        return _SHA_MEMO[memo_key]
-    _SHA_MEMO[memo_key] = _hash_file(path)
-    return _SHA_MEMO[memo_key]
-
-
-def _hash_file(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
-@dataclass(frozen=True)
-class CardStatus:
-    """Whether a model card's weights are on this machine and intact."""
-
-    card: ModelCard
-    path: Path | None
-    size_bytes: int | None
-    checksum: Literal["ok", "mismatch", "unknown", "absent"]
-
-
-def card_status(card: ModelCard, *, verify: bool = True) -> CardStatus:
-    """Check a card against this machine (presence, size, and sha256 when ``verify``)."""
-    path = card_weights_path(card)
-    if path is None:
-        return CardStatus(card, None, None, "absent")
-    size = path.stat().st_size
-    if not verify or card.source.sha256 is None:
-        return CardStatus(card, path, size, "unknown")
-    ok = sha256_of(path) == card.source.sha256
-    return CardStatus(card, path, size, "ok" if ok else "mismatch")
-
-
-# --------------------------------------------------------------------------- resolution
-
-
-@dataclass(frozen=True)
-class ResolvedModel:
-    """A model reference turned into a concrete local source."""
-
-    kind: Literal["gguf", "hf-dir"]
-    path: Path
-    model_id: str
-    card: ModelCard | None = None
-
-
-def resolve_model(reference: str | os.PathLike[str]) -> ResolvedModel:
-    """Turn a card name, HF directory or .gguf path into a :class:`ResolvedModel`.
-
-    Raises:
-        UnknownModelError: neither a card name nor an existing path.
-        ModelLoadError: the card's weights are not installed, or the path holds no weights.
-    """
-    text = os.fspath(reference)
-    path = Path(text).expanduser()
-    if path.exists():
-        if path.is_file():
-            if path.suffix.lower() != ".gguf":
-                raise ModelLoadError(
-                    f"Model file {path} is not a .gguf file. Pass a .gguf file or a Hugging "
-                    "Face model directory (config.json plus *.safetensors)."
-                )
-            return ResolvedModel("gguf", path.resolve(), model_id=path.name)
-        _check_hf_directory(path, allow_pickle=True)  # presence only; safety checked at load
-        return ResolvedModel("hf-dir", path.resolve(), model_id=path.resolve().name)
-    if os.sep in text or text.endswith(".gguf"):
-        raise ModelLoadError(f"Model path {path} does not exist. Check the path and try again.")
-    card = get_model_card(text)
-    weights = card_weights_path(card)
-    if weights is None:
-        hint = f" Install it with: {card.source.install}" if card.source.install else ""
-        raise ModelLoadError(
-            f"The weights of model card '{card.name}' ({card.source.file}) are not on this "
-            f"machine.{hint}"
-        )
-    return ResolvedModel("gguf", weights, model_id=card.name, card=card)
-
-
-def model_fingerprint(resolved: ResolvedModel) -> str:
-    """Identity of a resolved model's weights, computed without loading them."""
-    if resolved.kind == "gguf":
-        return f"{resolved.model_id}@sha256:{sha256_of(resolved.path)[:16]}"
-    return f"{resolved.model_id}@{_directory_fingerprint(resolved.path)}"
-
-
-def _check_hf_directory(path: Path, *, allow_pickle: bool) -> None:
-    if not (path / "config.json").is_file():
-        raise ModelLoadError(
-            f"Model directory {path} has no config.json: it is not a Hugging Face model "
-            "directory. Pass a directory saved with save_pretrained(), or a .gguf file."
-        )
-    if any(path.glob("*.safetensors")):
-        return
-    pickles = [p.name for p in path.iterdir() if p.suffix in _PICKLE_SUFFIXES]
-    if not pickles:
-        raise ModelLoadError(
-            f"Model directory {path} contains no weights (*.safetensors). "
-            "Copy the model's safetensors files into it."
-        )
-    if not allow_pickle:
-        raise ModelLoadError(
-            f"Model directory {path} only has pickle weights ({', '.join(sorted(pickles))}). "
-            "Pickle files can run arbitrary code when loaded. Convert them to safetensors, "
-            "or pass allow_pickle=True (CLI: --allow-pickle) if you trust their origin."
-        )
-
 
 # --------------------------------------------------------------------------- loading
 
@@ -413,14 +226,6 @@ def _context_length(model: PreTrainedModel, card: ModelCard | None) -> int:
     if card is not None:
         return card.context_length
     return int(getattr(model.config, "max_position_embeddings", 2048))
-
-
-def _directory_fingerprint(path: Path) -> str:
-    """A cheap identity for a model directory: its config and its weight files' sizes."""
-    digest = hashlib.sha256((path / "config.json").read_bytes())
-    for weights in sorted(path.glob("*.safetensors")):
-        digest.update(f"{weights.name}:{weights.stat().st_size}".encode())
-    return f"dir:{digest.hexdigest()[:16]}"
 
 
 # --------------------------------------------------------------------------- GGUF

@@ -22,7 +22,8 @@ from pydantic import BaseModel
 
 from offline_scorer._exceptions import DataError, JudgeOutputError, ReplayMissError
 from offline_scorer._files import write_text_atomically
-from offline_scorer._judge import (
+from offline_scorer.judges._keys import Prompt, request_key, schema_text
+from offline_scorer.judges._protocol import (
     ItemUsage,
     Judge,
     JudgeCall,
@@ -32,7 +33,6 @@ from offline_scorer._judge import (
     parse_json_output,
     schemas_per_prompt,
 )
-from offline_scorer._keys import Prompt, request_key, schema_text
 
 FORMAT = "offline-scorer-recording/1"
 

@@ -6,7 +6,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from offline_scorer._results import ScoreResult
+from offline_scorer.pipeline._results import ScoreResult
 
 
 class Threshold(BaseModel):

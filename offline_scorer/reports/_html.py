@@ -22,9 +22,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, TextIO
 
-from offline_scorer._eval_types import EvalItem, EvalResult, ScorerSummary, Threshold
 from offline_scorer._files import write_text_atomically
-from offline_scorer._results import ScoreResult
+from offline_scorer.evals._types import EvalItem, EvalResult, ScorerSummary, Threshold
+from offline_scorer.pipeline._results import ScoreResult
 
 StrPath = str | os.PathLike[str]
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from offline_scorer._config import GenerationSettings
-from offline_scorer._judge import TransformersJudge
-from offline_scorer._models import DEFAULT_MODEL
 from offline_scorer._text import extract_text
+from offline_scorer.judges._cards import DEFAULT_MODEL
+from offline_scorer.judges._settings import GenerationSettings
+from offline_scorer.judges.transformers._judge import TransformersJudge
 
 DEFAULT_SYSTEM_PROMPT = "You are a helpful assistant. Answer the question briefly and accurately."
 
@@ -16,10 +16,14 @@ DEFAULT_SYSTEM_PROMPT = "You are a helpful assistant. Answer the question briefl
 class LocalAgent:
     """Answers each input with a local instruction model (plain greedy generation, batched).
 
-    It shares loaded weights with scorers built for the same model.
+    It never loads a second copy of a model: given ``judge`` (the scorers' judge, as the
+    CLI does) it answers with the same weights; given ``model`` it uses the process's
+    shared judge for that model (the one scorers built with ``model=`` use).
 
     Args:
         model: a model card name, HF model directory or .gguf file.
+        judge: a :class:`TransformersJudge` whose loaded weights to answer with (its
+            device, dtype and load options apply); overrides ``model``.
         system_prompt: the instruction sent before every question.
         max_new_tokens: the token budget of one answer.
         max_sentences: stop an answer after this many sentences (None: no limit).
@@ -30,12 +34,14 @@ class LocalAgent:
         self,
         model: str = DEFAULT_MODEL,
         *,
+        judge: TransformersJudge | None = None,
         system_prompt: str = DEFAULT_SYSTEM_PROMPT,
         max_new_tokens: int = 128,
         max_sentences: int | None = 3,
         batch_size: int = 8,
     ):
-        self.model = model
+        self.model = judge.model_id if judge is not None else model
+        self._base = judge
         self.system_prompt = system_prompt
         self._settings = GenerationSettings(
             max_new_tokens_text=max_new_tokens,
@@ -46,10 +52,15 @@ class LocalAgent:
 
     def _judge(self) -> TransformersJudge:
         if self._generator is None:
-            from offline_scorer._registry import shared_judge
+            base = self._base
+            if base is None:
+                from offline_scorer.judges._factory import shared_judge
 
-            loaded = shared_judge(self.model).load()
-            self._generator = TransformersJudge(loaded, settings=self._settings)
+                shared = shared_judge(self.model)
+                if not isinstance(shared, TransformersJudge):  # pragma: no cover - one backend
+                    raise TypeError("LocalAgent needs a TransformersJudge.")
+                base = shared
+            self._generator = base.with_settings(self._settings)
         return self._generator
 
     def answer_batch(self, inputs: Sequence[Any]) -> list[Any]:

@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from offline_scorer._exceptions import ConfigurationError
-from offline_scorer._keys import Prompt
 from offline_scorer._resources import data_folder
+from offline_scorer.judges._keys import Prompt
 
 LANGUAGES = ("en", "fr")
 

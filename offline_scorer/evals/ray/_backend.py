@@ -26,9 +26,6 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from offline_scorer._config import Device, DType
-from offline_scorer._data import Dataset, Fields, _check_row, load_dataset
-from offline_scorer._eval_types import EvalItem, EvalResult, RowProblem
 from offline_scorer._exceptions import (
     ConfigurationError,
     DataError,
@@ -36,14 +33,17 @@ from offline_scorer._exceptions import (
     OfflineScorerError,
     UnknownModelError,
 )
-from offline_scorer._models import DEFAULT_MODEL
-from offline_scorer._results import ScoreResult
+from offline_scorer.evals._data import Dataset, Fields, _check_row, load_dataset
+from offline_scorer.evals._types import EvalItem, EvalResult, RowProblem
+from offline_scorer.judges._cards import DEFAULT_MODEL
+from offline_scorer.judges._settings import Device, DType
+from offline_scorer.pipeline._results import ScoreResult
 
 if TYPE_CHECKING:
     import pyarrow
 
-    from offline_scorer._judge import Judge
-    from offline_scorer._pipeline import Scorer
+    from offline_scorer.judges._protocol import Judge
+    from offline_scorer.pipeline._scorer import Scorer
 
 INSTALL_HINT = 'pip install "offline-scorer[ray]"'
 
@@ -394,9 +394,9 @@ def load_actor_judge(plan: ActorPlan) -> Judge:
     Raises:
         ModelLoadError: the model reference does not resolve (or load) on this worker.
     """
-    from offline_scorer._config import GenerationSettings
-    from offline_scorer._judge import TransformersJudge
-    from offline_scorer._models import resolve_model
+    from offline_scorer.judges._cards import resolve_model
+    from offline_scorer.judges._settings import GenerationSettings
+    from offline_scorer.judges.transformers._judge import TransformersJudge
 
     try:
         resolve_model(plan.model)
@@ -424,7 +424,7 @@ class ScoringActor:
     def __init__(self, plan: ActorPlan):
         import torch
 
-        from offline_scorer._registry import get_scorer
+        from offline_scorer.scorers._registry import get_scorer
 
         # As many torch threads as CPUs reserved: more would fight the other actors.
         torch.set_num_threads(plan.threads)
@@ -437,8 +437,8 @@ class ScoringActor:
 
     def __call__(self, table: pyarrow.Table) -> pyarrow.Table:
         """Score one batch: every scorer's ``run_batch`` once, then flat rows."""
-        from offline_scorer._data import DataItem
-        from offline_scorer._evals import _score_chunk
+        from offline_scorer.evals._data import DataItem
+        from offline_scorer.evals._run import _score_chunk
 
         items = [
             checked
@@ -491,7 +491,7 @@ def scorer_specs(scorers: Sequence[Scorer]) -> list[ScorerSpec]:
     Raises:
         ConfigurationError: a scorer is not built in (its steps cannot be rebuilt remotely).
     """
-    from offline_scorer._registry import scorer_ids
+    from offline_scorer.scorers._registry import scorer_ids
 
     known = set(scorer_ids())
     specs = []
@@ -639,7 +639,7 @@ def run_evals_on_ray(
     """
     import time
 
-    from offline_scorer._evals import _build_scorers, _Totals, parse_thresholds
+    from offline_scorer.evals._run import _build_scorers, _Totals, parse_thresholds
 
     started = time.perf_counter()
     settings = options if isinstance(options, RayOptions) else RayOptions(**(options or {}))
@@ -709,7 +709,7 @@ def run_evals_on_ray(
 
 def _judge_settings(options: RayOptions, batch_size: int) -> dict[str, Any]:
     """The generation settings for the actors' judges, checked here rather than remotely."""
-    from offline_scorer._config import GenerationSettings
+    from offline_scorer.judges._settings import GenerationSettings
 
     chosen = {"batch_size": batch_size, **options.judge_settings}
     try:

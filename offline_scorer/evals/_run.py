@@ -10,18 +10,12 @@ from fractions import Fraction
 from itertools import islice
 from typing import Any, Literal
 
-from offline_scorer._agent import LocalAgent
-from offline_scorer._data import MISSING, DataItem, Dataset, Fields, load_dataset
-from offline_scorer._eval_types import (
-    EvalItem,
-    EvalResult,
-    EvalSummary,
-    ScorerSummary,
-    Threshold,
-)
 from offline_scorer._exceptions import ConfigurationError, ScorerRunError
-from offline_scorer._pipeline import Scorer
-from offline_scorer._results import ScoreResult
+from offline_scorer.evals._agent import LocalAgent
+from offline_scorer.evals._data import MISSING, DataItem, Dataset, Fields, load_dataset
+from offline_scorer.evals._types import EvalItem, EvalResult, EvalSummary, ScorerSummary, Threshold
+from offline_scorer.pipeline._results import ScoreResult
+from offline_scorer.pipeline._scorer import Scorer
 
 ThresholdSpec = float | tuple[float | None, float | None] | Threshold | Mapping[str, float]
 ItemCallback = Callable[[EvalItem, Any, dict[str, ScoreResult]], None]
@@ -170,7 +164,7 @@ def _run_evals_on_ray(
     keep_items: bool,
     options: Any,
 ) -> EvalResult:
-    from offline_scorer._ray import run_evals_on_ray
+    from offline_scorer.evals.ray._backend import run_evals_on_ray
 
     if target is not None:
         raise ConfigurationError(
@@ -196,7 +190,7 @@ def _run_evals_on_ray(
 
 
 def _build_scorers(scorers: Sequence[Scorer | str]) -> list[Scorer]:
-    from offline_scorer._registry import get_scorer
+    from offline_scorer.scorers._registry import get_scorer
 
     if not scorers:
         raise ConfigurationError("run_evals needs at least one scorer.")

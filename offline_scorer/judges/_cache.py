@@ -18,8 +18,8 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from offline_scorer._config import GenerationSettings, cache_dir
-from offline_scorer._judge import (
+from offline_scorer.judges._keys import Prompt, request_key, schema_text
+from offline_scorer.judges._protocol import (
     ItemUsage,
     Judge,
     JudgeCall,
@@ -29,7 +29,7 @@ from offline_scorer._judge import (
     parse_json_output,
     schemas_per_prompt,
 )
-from offline_scorer._keys import Prompt, request_key, schema_text
+from offline_scorer.judges._settings import GenerationSettings, cache_dir
 
 
 def default_cache_path() -> Path:

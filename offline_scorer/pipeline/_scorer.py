@@ -13,116 +13,27 @@ import os
 import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
-from typing import Any, Union, cast
+from dataclasses import dataclass
+from typing import Any, cast
 
 from pydantic import BaseModel
 
 from offline_scorer._exceptions import ConfigurationError, ScorerRunError
-from offline_scorer._judge import ItemUsage, Judge
-from offline_scorer._keys import Prompt
-from offline_scorer._results import STEP_ORDER, ScoreResult, StepStats
 from offline_scorer._text import extract_text
-
-
-@dataclass(frozen=True)
-class NotScorable:
-    """Returned by a step to stop its run without a score; ``reason`` says why."""
-
-    reason: str
-
-
-def not_scorable(reason: str) -> NotScorable:
-    """Mark a run as not scorable, from inside a step.
-
-    Example:
-        >>> def preprocess(ctx):
-        ...     return not_scorable("no answer given") if not ctx.output_text else {}
-    """
-    return NotScorable(reason)
-
-
-@dataclass(frozen=True)
-class Skip:
-    """Returned by a prompt step's renderer: use ``result`` without asking the judge."""
-
-    result: Any
-
-
-@dataclass
-class StepContext:
-    """What a step sees: the run, the scorer options, and the earlier steps' results."""
-
-    run_id: str
-    input: Any
-    output: Any
-    ground_truth: Any
-    request_context: dict[str, Any] | None
-    input_text: str
-    output_text: str
-    options: Any
-    language: str
-    results: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def preprocess_result(self) -> Any:
-        """The preprocess step's result (None when the scorer has none)."""
-        return self.results.get("preprocess")
-
-    @property
-    def analyze_result(self) -> Any:
-        """The analyze step's result (None when the scorer has none)."""
-        return self.results.get("analyze")
-
-    @property
-    def score(self) -> Any:
-        """The score computed by ``generate_score`` (available to ``generate_reason``)."""
-        return self.results.get("generate_score")
-
-
-@dataclass(frozen=True)
-class Parts:
-    """Returned by a prompt step's renderer: several prompts for one run.
-
-    Used to split an input too long for one prompt (e.g. the chunks of a long answer). All
-    parts go to the judge in the same call as the other runs' prompts; ``merge`` turns the
-    parts' results (in order) into the step's result. A failed part fails the run.
-
-    Attributes:
-        prompts: one chat-message list per part.
-        merge: ``merge(context, results) -> step result``.
-        schemas: one schema per part, or None to use the step's schema for every part.
-    """
-
-    prompts: list[Prompt]
-    merge: Callable[[StepContext, list[Any]], Any]
-    schemas: list[type[BaseModel] | None] | None = None
-
-
-Renderer = Callable[[StepContext], Prompt | Skip | NotScorable | Parts]
-SchemaFor = Union[type[BaseModel], Callable[[StepContext], type[BaseModel]], None]
-
-
-@dataclass(frozen=True)
-class PromptStep:
-    """A step answered by the judge.
-
-    Args:
-        render: builds the chat messages for one run (or returns :class:`Skip` /
-            :class:`NotScorable`).
-        schema: the pydantic model the answer must match, or a function building one per
-            run; None means a free-text answer.
-        to_result: turns the judge's answer into the stored step result (default: the
-            validated object as a dict, or the text).
-    """
-
-    render: Renderer
-    schema: SchemaFor = None
-    to_result: Callable[[StepContext, Any], Any] | None = None
-
-
-FunctionStep = Callable[[StepContext], Any]
-Step = Union[PromptStep, FunctionStep]
+from offline_scorer.judges._keys import Prompt
+from offline_scorer.judges._protocol import ItemUsage, Judge
+from offline_scorer.pipeline._results import STEP_ORDER, ScoreResult, StepStats
+from offline_scorer.pipeline._steps import (
+    FunctionStep,
+    NotScorable,
+    Parts,
+    PromptStep,
+    Renderer,
+    SchemaFor,
+    Skip,
+    Step,
+    StepContext,
+)
 
 
 @dataclass
@@ -155,8 +66,10 @@ class Scorer:
         steps: Mapping[str, Step],
         options: BaseModel | None = None,
         language: str = "en",
+        needs_ground_truth: bool = False,
     ):
         self.id = id
+        self.needs_ground_truth = needs_ground_truth
         self.name = name
         self.description = description
         self.options = options
@@ -408,6 +321,7 @@ def create_scorer(
     generate_reason: Step | None = None,
     options: BaseModel | None = None,
     language: str = "en",
+    needs_ground_truth: bool = False,
 ) -> Scorer:
     """Build a scorer from up to four steps.
 
@@ -425,6 +339,8 @@ def create_scorer(
         generate_reason: optional last step (prompt step or function).
         options: the scorer's options (recorded in each result).
         language: prompt language passed to the steps.
+        needs_ground_truth: every run needs a ground truth (lets ``run_evals`` and the CLI
+            refuse a dataset without one before any model loads).
 
     Raises:
         ConfigurationError: ``generate_score`` is missing, or a prompt step has no judge.
@@ -455,7 +371,7 @@ def create_scorer(
     if model is not None:
         if judge is not None:
             raise ConfigurationError(f"Scorer '{id}': pass either judge= or model=, not both.")
-        from offline_scorer._registry import shared_judge
+        from offline_scorer.judges._factory import shared_judge
 
         reference = model
         judge = lambda: shared_judge(reference)  # noqa: E731 - built on first use
@@ -472,6 +388,7 @@ def create_scorer(
         steps=steps,
         options=options,
         language=language,
+        needs_ground_truth=needs_ground_truth,
     )
 
 
@@ -487,8 +404,8 @@ def template_prompt(
         >>> step = PromptStep(template_prompt("tone", "analyze", folder="my_prompts"),
         ...                   schema=ToneVerdict)  # doctest: +SKIP
     """
-    from offline_scorer._prompts import render_prompt
     from offline_scorer._text import ground_truth_text
+    from offline_scorer.pipeline._prompts import render_prompt
 
     def render(ctx: StepContext) -> Prompt:
         variables = {

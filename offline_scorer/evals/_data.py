@@ -16,9 +16,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from offline_scorer._eval_types import RowProblem
 from offline_scorer._exceptions import DataError
 from offline_scorer._text import extract_text, ground_truth_text
+from offline_scorer.evals._types import RowProblem
 
 MISSING = object()
 

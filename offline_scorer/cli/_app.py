@@ -10,13 +10,13 @@ from typing import Any
 
 import typer
 
-from offline_scorer._agent import LocalAgent
-from offline_scorer._data import Fields, load_dataset
-from offline_scorer._eval_types import Threshold
-from offline_scorer._evals import parse_thresholds, run_evals
 from offline_scorer._exceptions import ConfigurationError, DataError
-from offline_scorer._models import DEFAULT_MODEL
-from offline_scorer._registry import get_scorer
+from offline_scorer.evals._agent import LocalAgent
+from offline_scorer.evals._data import Fields, load_dataset
+from offline_scorer.evals._run import parse_thresholds, run_evals
+from offline_scorer.evals._types import Threshold
+from offline_scorer.judges._cards import DEFAULT_MODEL
+from offline_scorer.scorers._registry import get_scorer
 
 app = typer.Typer(
     help="LLM-as-judge scorers on a local open-weights model, fully offline.",
@@ -282,14 +282,15 @@ def _plan_score(
     trust_remote_code: bool,
 ) -> _Plan:
     """Check everything that can be checked before the model loads, and build the scorers."""
-    from offline_scorer._cache import CachedJudge
-    from offline_scorer._models import resolve_model
-    from offline_scorer._registry import get_scorer, shared_judge
+    from offline_scorer.judges._cache import CachedJudge
+    from offline_scorer.judges._cards import resolve_model
+    from offline_scorer.judges._factory import shared_judge
+    from offline_scorer.scorers._registry import get_scorer
 
     # Rows are checked now but read again while scoring: memory stays flat for big files.
     dataset = load_dataset(data, fields=fields, skip_invalid=skip_invalid, lazy=True)
     resolve_model(model)  # unknown model or missing weights: fail before loading anything
-    judge: Any = shared_judge(
+    base: Any = shared_judge(
         model,
         device=device,
         dtype=dtype,
@@ -297,11 +298,9 @@ def _plan_score(
         allow_pickle=allow_pickle,
         trust_remote_code=trust_remote_code,
     )
-    if cache:
-        judge = CachedJudge(judge, cache_path)
+    judge: Any = CachedJudge(base, cache_path) if cache else base
     scorers = [get_scorer(name, judge=judge, language=language) for name in scorer_ids]
-    similarity = any(s.id == "answer-similarity-scorer" for s in scorers)
-    if similarity and dataset.rows_with_ground_truth == 0:
+    if any(s.needs_ground_truth for s in scorers) and dataset.rows_with_ground_truth == 0:
         raise DataError(
             f"answer-similarity needs a ground truth, but no row has a "
             f"'{fields.ground_truth}' value (use --ground-truth-field to name the column)."
@@ -315,7 +314,8 @@ def _plan_score(
             f"Rows without '{fields.output}' (lines {lines}): add the answers, or pass --agent "
             "to let a local agent answer them."
         )
-    target = LocalAgent(model, batch_size=batch_size) if needs_target else None
+    # The agent answers with the scorers' own judge: one model load, same load options.
+    target = LocalAgent(judge=base, batch_size=batch_size) if needs_target else None
     return _Plan(dataset, scorers, target, thresholds)
 
 
@@ -337,7 +337,7 @@ class _StreamedLines:
             )
 
     def write(self, item: Any, output: Any, results: Any) -> None:
-        from offline_scorer._reports import append_result_lines
+        from offline_scorer.reports._html import append_result_lines
 
         if self._handle is not None:
             # One write per item: an interrupt never leaves an item half-written.
@@ -364,7 +364,7 @@ class _StreamedLines:
 def _write_reports(
     result: Any, summary: Path | None, report: Path | None, junit: Path | None
 ) -> None:
-    from offline_scorer import _reports
+    from offline_scorer.reports import _html as _reports
 
     if summary:
         _reports.write_summary_json(result, summary)
@@ -407,18 +407,20 @@ def demo(
     Rows without an answer are answered by a local agent on the same model.
     """
     from offline_scorer import OfflineScorerError
-    from offline_scorer._reports import write_html_report
+    from offline_scorer.judges._factory import shared_judge
+    from offline_scorer.reports._html import write_html_report
 
-    data = Path(__file__).resolve().parent / "demo_data.jsonl"
+    data = Path(__file__).resolve().parent.parent / "demo_data.jsonl"
     try:
         typer.echo(f"Scoring {data.name} with the local model '{model}' (offline)...", err=True)
+        judge: Any = shared_judge(model)
         result = run_evals(
             data,
             [
-                get_scorer("answer-relevancy", model=model),
-                get_scorer("answer-similarity", model=model),
+                get_scorer("answer-relevancy", judge=judge),
+                get_scorer("answer-similarity", judge=judge),
             ],
-            target=LocalAgent(model),
+            target=LocalAgent(judge=judge),
             progress=True,
         )
     except OfflineScorerError as error:
@@ -444,7 +446,7 @@ def _short(value: Any, width: int = 110) -> str:
 @app.command()
 def models(as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
     """List the model cards, whether each is on this machine, its size and checksum."""
-    from offline_scorer._models import card_status, list_model_cards
+    from offline_scorer.judges._cards import card_status, list_model_cards
 
     rows = []
     for card in list_model_cards():

@@ -1,0 +1,5 @@
+"""``python -m offline_scorer``: the command line."""
+
+from offline_scorer.cli import main
+
+main()
