@@ -50,8 +50,8 @@ def test_cache_serves_second_run_without_the_model(
     cached = CachedJudge(judge, tmp_path / "cache.sqlite")
     prompts = [prompt(item) for item in ITEMS[:2]]
     first = cached.generate_json(prompts, Food)
-    calls_before = len(judge.call_log)
+    calls_before = judge.usage_totals.calls
     again = CachedJudge(judge, tmp_path / "cache.sqlite").generate_json(prompts, Food)
     assert again == first
-    assert len(judge.call_log) == calls_before  # the model was not asked again
+    assert judge.usage_totals.calls == calls_before  # the model was not asked again
     assert cached.misses == 2

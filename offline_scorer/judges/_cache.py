@@ -8,6 +8,7 @@ timeout, so several processes can read and write the same cache at once.
 
 from __future__ import annotations
 
+import json
 import os
 import sqlite3
 import threading
@@ -20,14 +21,21 @@ from pydantic import BaseModel
 
 from offline_scorer.judges._keys import Prompt, request_key, schema_text
 from offline_scorer.judges._protocol import (
+    CallLog,
     ItemUsage,
     Judge,
     JudgeCall,
     JudgeWrapper,
+    LabelsArg,
+    LabelScores,
     SchemaArg,
+    UsageTotals,
     finish,
+    label_request_text,
+    labels_per_prompt,
     parse_json_output,
     schemas_per_prompt,
+    unwrap,
 )
 from offline_scorer.judges._settings import GenerationSettings, cache_dir
 
@@ -106,17 +114,27 @@ class CachedJudge(JudgeWrapper):
         self.cache = cache if isinstance(cache, ResultCache) else ResultCache(cache)
         settings = getattr(inner, "settings", None)
         self._settings = (settings or GenerationSettings()).cache_key_part()
-        self._calls: list[JudgeCall] = []
+        self._log = CallLog()
         self.hits = 0
         self.misses = 0
 
     @property
     def call_log(self) -> list[JudgeCall]:
-        """This judge's calls; items served from the cache are marked ``cached``."""
-        return self._calls
+        """This judge's recent calls; items served from the cache are marked ``cached``."""
+        return self._log.recent()
+
+    @property
+    def usage_totals(self) -> UsageTotals:
+        """Totals over every call this judge made."""
+        return self._log.totals
 
     def generate_json(
-        self, prompts: Sequence[Prompt], schema: SchemaArg, *, return_exceptions: bool = False
+        self,
+        prompts: Sequence[Prompt],
+        schema: SchemaArg,
+        *,
+        return_exceptions: bool = False,
+        with_usage: bool = False,
     ) -> list[Any]:
         """Cached :meth:`Judge.generate_json`."""
         schemas = schemas_per_prompt(schema, len(prompts))
@@ -127,24 +145,59 @@ class CachedJudge(JudgeWrapper):
                 [prompts[i] for i in indexes],
                 [schemas[i] for i in indexes],
                 return_exceptions=True,
+                with_usage=True,
             )
 
         def parse(index: int, output: str) -> Any:
             return parse_json_output(output, schemas[index], index=index)
 
-        results = self._serve("json", prompts, texts, ask, parse)
-        return finish(results, return_exceptions)
+        results, usages = self._serve("json", prompts, texts, ask, parse)
+        return finish(results, return_exceptions, usages, with_usage)
 
     def generate_text(
-        self, prompts: Sequence[Prompt], *, return_exceptions: bool = False
+        self,
+        prompts: Sequence[Prompt],
+        *,
+        return_exceptions: bool = False,
+        with_usage: bool = False,
     ) -> list[Any]:
         """Cached :meth:`Judge.generate_text`."""
 
         def ask(indexes: list[int]) -> list[Any]:
-            return self.inner.generate_text([prompts[i] for i in indexes], return_exceptions=True)
+            return self.inner.generate_text(
+                [prompts[i] for i in indexes], return_exceptions=True, with_usage=True
+            )
 
-        results = self._serve("text", prompts, [None] * len(prompts), ask, lambda _, out: out)
-        return finish(results, return_exceptions)
+        results, usages = self._serve(
+            "text", prompts, [None] * len(prompts), ask, lambda _, out: out
+        )
+        return finish(results, return_exceptions, usages, with_usage)
+
+    def score_labels(
+        self,
+        prompts: Sequence[Prompt],
+        labels: LabelsArg,
+        *,
+        return_exceptions: bool = False,
+        with_usage: bool = False,
+    ) -> list[Any]:
+        """Cached :meth:`Judge.score_labels` (the log-probabilities are stored as JSON)."""
+        per_prompt = labels_per_prompt(labels, len(prompts))
+        texts = [label_request_text(item) for item in per_prompt]
+
+        def ask(indexes: list[int]) -> list[Any]:
+            return self.inner.score_labels(
+                [prompts[i] for i in indexes],
+                [per_prompt[i] for i in indexes],
+                return_exceptions=True,
+                with_usage=True,
+            )
+
+        def parse(index: int, output: str) -> Any:
+            return LabelScores.from_json(per_prompt[index], json.loads(output))
+
+        results, usages = self._serve("labels", prompts, texts, ask, parse)
+        return finish(results, return_exceptions, usages, with_usage)
 
     def _serve(
         self,
@@ -153,7 +206,7 @@ class CachedJudge(JudgeWrapper):
         schema_texts: Sequence[str | None],
         ask: Any,
         parse: Any,
-    ) -> list[Any]:
+    ) -> tuple[list[Any], list[ItemUsage]]:
         started = time.perf_counter()
         fingerprint = self.inner.fingerprint
         keys = [
@@ -170,17 +223,17 @@ class CachedJudge(JudgeWrapper):
         self.hits += len(prompts) - len(missing)
         self.misses += len(missing)
         if missing:
-            answers = ask(missing)
-            inner_usage = self.inner.call_log[-1].items if self.inner.call_log else []
+            answers, inner_usage = unwrap(ask(missing))
             new_rows = []
-            for position, (index, answer) in enumerate(zip(missing, answers)):
+            for index, answer, usage in zip(missing, answers, inner_usage, strict=True):
                 results[index] = answer
-                if position < len(inner_usage):
-                    usages[index] = inner_usage[position]
+                usages[index] = usage
                 if isinstance(answer, BaseModel):
                     new_rows.append((keys[index], kind, answer.model_dump_json()))
+                elif isinstance(answer, LabelScores):
+                    new_rows.append((keys[index], kind, json.dumps(answer.to_json())))
                 elif isinstance(answer, str):
                     new_rows.append((keys[index], kind, answer))
             self.cache.put_many(new_rows)
-        self._calls.append(JudgeCall(kind, usages, time.perf_counter() - started))
-        return results
+        self._log.add(JudgeCall(kind, usages, time.perf_counter() - started))
+        return results, usages

@@ -1,31 +1,50 @@
-"""The judge: the only code that asks a model for anything.
+"""The judge protocol: what every judge offers, and the pieces judges share.
 
-A judge has two batch calls. ``generate_json(prompts, schema)`` returns one validated
-pydantic object per prompt; ``generate_text(prompts)`` one string per prompt. Prompts are
-lists of chat messages (``{"role": ..., "content": ...}``). Results come back in the order
-of the prompts. Every implementation (the transformers judge, the replay judge, the result
-cache) satisfies the :class:`Judge` protocol without inheriting from anything.
+A judge has three batch calls. ``generate_json(prompts, schema)`` returns one validated
+pydantic object per prompt; ``generate_text(prompts)`` one string per prompt;
+``score_labels(prompts, labels)`` reads, in one forward pass and without decoding, how
+likely the model is to continue each prompt with each of a closed set of labels (a
+:class:`LabelScores` per prompt). Prompts are lists of chat messages
+(``{"role": ..., "content": ...}``); a final assistant message is a prefill the model
+continues. Results come back in the order of the prompts.
+
+With ``with_usage=True`` each result comes wrapped in an :class:`Answer` that carries its
+own :class:`ItemUsage`: usage travels with the answer, so threads sharing a judge never
+read each other's numbers. ``call_log`` keeps only the most recent calls (memory stays
+flat however long a job runs); ``usage_totals`` sums them all.
+
+Every implementation (the transformers judge, the replay judge, the result cache, the
+scripted judge in ``offline_scorer.testing``) satisfies :class:`Judge` without
+inheriting from anything.
 """
 
 from __future__ import annotations
 
+import itertools
+import math
+import threading
+from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar, runtime_checkable
+from typing import Any, Generic, Literal, Protocol, TypeVar, runtime_checkable
 
 from pydantic import BaseModel, ValidationError
 
-from offline_scorer._exceptions import (
-    ConfigurationError,
-    JudgeOutputError,
-)
+from offline_scorer._exceptions import ConfigurationError, JudgeOutputError
 from offline_scorer.judges._keys import Prompt
 
-if TYPE_CHECKING:
-    pass
-
 T = TypeVar("T", bound=BaseModel)
+V = TypeVar("V")
 SchemaArg = type[BaseModel] | Sequence[type[BaseModel]]
+LabelsArg = Sequence[str] | Sequence[Sequence[str]]
+CallKind = Literal["json", "text", "labels"]
+
+CALL_LOG_SIZE = 64
+"""How many recent calls a judge's ``call_log`` keeps."""
+
+LOGPROB_DIGITS = 4
+"""Label log-probabilities are rounded to this many decimals, so that the last bits of
+float arithmetic (which depend on how a batch is padded) never change a result."""
 
 
 @dataclass(frozen=True)
@@ -39,13 +58,70 @@ class ItemUsage:
     truncated: bool = False
 
 
+NO_USAGE = ItemUsage(0, 0, 0.0)
+
+
+@dataclass(frozen=True)
+class Answer(Generic[V]):
+    """One prompt's result (a value or the exception that replaced it) with its usage."""
+
+    value: V | BaseException
+    usage: ItemUsage = NO_USAGE
+
+
+@dataclass(frozen=True)
+class LabelScores:
+    """How likely the model is to continue a prompt with each allowed label.
+
+    Attributes:
+        labels: the allowed labels, in the order they were asked for.
+        logprobs: per label, the model's log-probability of the label's tokens right after
+            the prompt (summed over the label's tokens, rounded to :data:`LOGPROB_DIGITS`).
+    """
+
+    labels: tuple[str, ...]
+    logprobs: tuple[float, ...]
+
+    @property
+    def probabilities(self) -> dict[str, float]:
+        """The label probabilities renormalised over the allowed labels (they sum to 1)."""
+        top = max(self.logprobs)
+        weights = [math.exp(value - top) for value in self.logprobs]
+        total = sum(weights)
+        return {label: w / total for label, w in zip(self.labels, weights)}
+
+    @property
+    def best(self) -> str:
+        """The most likely label (the first one on a tie)."""
+        return self.labels[self.logprobs.index(max(self.logprobs))]
+
+    def to_json(self) -> list[float]:
+        """The log-probabilities as stored in caches and recordings."""
+        return list(self.logprobs)
+
+    @classmethod
+    def from_json(cls, labels: Sequence[str], values: Sequence[float]) -> LabelScores:
+        """Rebuild from :meth:`to_json` output (checks one value per label)."""
+        if len(values) != len(labels):
+            raise ValueError(f"{len(values)} stored log-probabilities for {len(labels)} labels")
+        return cls(tuple(labels), tuple(round(float(v), LOGPROB_DIGITS) for v in values))
+
+
+_CALL_NUMBERS = itertools.count(1)
+
+
 @dataclass
 class JudgeCall:
-    """One call to a judge: its kind, its items' usage and its wall time."""
+    """One call to a judge: its kind, its items' usage and its wall time.
 
-    kind: Literal["json", "text"]
+    ``number`` increases with every call made in the process, so a caller can pick out
+    the calls made after a given point even though the log keeps only recent calls.
+    """
+
+    kind: CallKind
     items: list[ItemUsage] = field(default_factory=list)
     seconds: float = 0.0
+    number: int = field(default_factory=lambda: next(_CALL_NUMBERS))
 
     @property
     def prompt_tokens(self) -> int:
@@ -56,6 +132,44 @@ class JudgeCall:
     def generated_tokens(self) -> int:
         """Generated tokens over all items."""
         return sum(item.generated_tokens for item in self.items)
+
+
+@dataclass
+class UsageTotals:
+    """Running totals over every call a judge made (constant memory)."""
+
+    calls: int = 0
+    prompts: int = 0
+    prompt_tokens: int = 0
+    generated_tokens: int = 0
+    cached: int = 0
+    seconds: float = 0.0
+
+
+class CallLog:
+    """The recent calls of one judge (at most :data:`CALL_LOG_SIZE`) and running totals."""
+
+    def __init__(self, size: int = CALL_LOG_SIZE):
+        self._recent: deque[JudgeCall] = deque(maxlen=size)
+        self.totals = UsageTotals()
+        self._lock = threading.Lock()
+
+    def add(self, call: JudgeCall) -> None:
+        """Record a finished call."""
+        with self._lock:
+            self._recent.append(call)
+            totals = self.totals
+            totals.calls += 1
+            totals.prompts += len(call.items)
+            totals.prompt_tokens += call.prompt_tokens
+            totals.generated_tokens += call.generated_tokens
+            totals.cached += sum(1 for item in call.items if item.cached)
+            totals.seconds += call.seconds
+
+    def recent(self) -> list[JudgeCall]:
+        """A copy of the recent calls, oldest first."""
+        with self._lock:
+            return list(self._recent)
 
 
 @runtime_checkable
@@ -74,7 +188,7 @@ class Judge(Protocol):
 
     @property
     def call_log(self) -> list[JudgeCall]:
-        """Every call made so far, oldest first."""
+        """The most recent calls (at most :data:`CALL_LOG_SIZE`), oldest first."""
         ...
 
     def generate_json(
@@ -83,14 +197,30 @@ class Judge(Protocol):
         schema: SchemaArg,
         *,
         return_exceptions: bool = False,
+        with_usage: bool = False,
     ) -> list[Any]:
         """One validated object of ``schema`` (one schema, or one per prompt) per prompt."""
         ...
 
     def generate_text(
-        self, prompts: Sequence[Prompt], *, return_exceptions: bool = False
+        self,
+        prompts: Sequence[Prompt],
+        *,
+        return_exceptions: bool = False,
+        with_usage: bool = False,
     ) -> list[Any]:
         """One free-text answer per prompt."""
+        ...
+
+    def score_labels(
+        self,
+        prompts: Sequence[Prompt],
+        labels: LabelsArg,
+        *,
+        return_exceptions: bool = False,
+        with_usage: bool = False,
+    ) -> list[Any]:
+        """One :class:`LabelScores` per prompt over ``labels`` (one list, or one per prompt)."""
         ...
 
 
@@ -144,10 +274,59 @@ def parse_json_output(
         return failure
 
 
-def finish(results: list[Any], return_exceptions: bool) -> list[Any]:
-    """Raise the first error unless the caller asked for errors in the list."""
+def labels_per_prompt(labels: LabelsArg, count: int) -> list[tuple[str, ...]]:
+    """Expand one label list to one per prompt, or check a list of lists has one per prompt.
+
+    Raises:
+        ConfigurationError: no labels, a repeated or empty label, or a count mismatch.
+    """
+    per_prompt: list[tuple[str, ...]]
+    if labels and all(isinstance(label, str) for label in labels):
+        per_prompt = [tuple(str(label) for label in labels)] * count
+    else:
+        per_prompt = [tuple(str(label) for label in item) for item in labels]
+        if len(per_prompt) != count:
+            raise ConfigurationError(
+                f"score_labels got {count} prompts but {len(per_prompt)} label lists; pass one "
+                "list of labels or exactly one per prompt."
+            )
+    for item in per_prompt:
+        if len(item) < 2 or len(set(item)) != len(item) or not all(item):
+            raise ConfigurationError(
+                f"score_labels needs at least two distinct non-empty labels; got {list(item)}."
+            )
+    return per_prompt
+
+
+def label_request_text(labels: Sequence[str]) -> str:
+    """How a label request enters cache and replay keys (in place of a JSON schema)."""
+    import json
+
+    return "labels:" + json.dumps(list(labels), ensure_ascii=False)
+
+
+def finish(
+    results: list[Any],
+    return_exceptions: bool,
+    usages: Sequence[ItemUsage] | None = None,
+    with_usage: bool = False,
+) -> list[Any]:
+    """Raise the first error unless the caller asked for errors in the list.
+
+    With ``with_usage`` each result is wrapped in an :class:`Answer` with its usage.
+    """
     if not return_exceptions:
         for result in results:
             if isinstance(result, BaseException):
                 raise result
+    if with_usage:
+        usages = usages or [NO_USAGE] * len(results)
+        return [Answer(result, usage) for result, usage in zip(results, usages, strict=True)]
     return results
+
+
+def unwrap(answers: Sequence[Any]) -> tuple[list[Any], list[ItemUsage]]:
+    """Split answers from a ``with_usage=True`` call into values and usages."""
+    values = [a.value if isinstance(a, Answer) else a for a in answers]
+    usages = [a.usage if isinstance(a, Answer) else NO_USAGE for a in answers]
+    return values, usages

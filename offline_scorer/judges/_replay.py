@@ -3,7 +3,7 @@
 A recording is a human-readable JSON file::
 
     {"format": "offline-scorer-recording/1",
-     "entries": {"<key>": {"model": ..., "kind": "json"|"text", "messages": [...],
+     "entries": {"<key>": {"model": ..., "kind": "json"|"text"|"labels", "messages": [...],
                            "schema": {...} | null, "output": "<raw model text>"}}}
 
 The key hashes (model fingerprint, rendered messages, schema), see :func:`request_key`.
@@ -24,14 +24,20 @@ from offline_scorer._exceptions import DataError, JudgeOutputError, ReplayMissEr
 from offline_scorer._files import write_text_atomically
 from offline_scorer.judges._keys import Prompt, request_key, schema_text
 from offline_scorer.judges._protocol import (
+    CallLog,
     ItemUsage,
     Judge,
     JudgeCall,
     JudgeWrapper,
+    LabelsArg,
+    LabelScores,
     SchemaArg,
     finish,
+    label_request_text,
+    labels_per_prompt,
     parse_json_output,
     schemas_per_prompt,
+    unwrap,
 )
 
 FORMAT = "offline-scorer-recording/1"
@@ -86,7 +92,7 @@ class ReplayJudge:
                 )
             model_fingerprint = models[0] if models else "unknown"
         self._fingerprint = model_fingerprint
-        self._calls: list[JudgeCall] = []
+        self._log = CallLog()
 
     @property
     def model_id(self) -> str:
@@ -100,11 +106,16 @@ class ReplayJudge:
 
     @property
     def call_log(self) -> list[JudgeCall]:
-        """Every call made so far, oldest first."""
-        return self._calls
+        """The most recent calls, oldest first."""
+        return self._log.recent()
 
     def generate_json(
-        self, prompts: Sequence[Prompt], schema: SchemaArg, *, return_exceptions: bool = False
+        self,
+        prompts: Sequence[Prompt],
+        schema: SchemaArg,
+        *,
+        return_exceptions: bool = False,
+        with_usage: bool = False,
     ) -> list[Any]:
         """Replay one recorded JSON answer per prompt, validated against its schema."""
         schemas = schemas_per_prompt(schema, len(prompts))
@@ -116,16 +127,36 @@ class ReplayJudge:
                 if isinstance(raw, BaseException)
                 else parse_json_output(raw, item_schema, index=index)
             )
-        self._log("json", prompts)
-        return finish(results, return_exceptions)
+        return finish(results, return_exceptions, self._record("json", prompts), with_usage)
 
     def generate_text(
-        self, prompts: Sequence[Prompt], *, return_exceptions: bool = False
+        self,
+        prompts: Sequence[Prompt],
+        *,
+        return_exceptions: bool = False,
+        with_usage: bool = False,
     ) -> list[Any]:
         """Replay one recorded text answer per prompt."""
         results = [self._lookup(prompt, None, index) for index, prompt in enumerate(prompts)]
-        self._log("text", prompts)
-        return finish(results, return_exceptions)
+        return finish(results, return_exceptions, self._record("text", prompts), with_usage)
+
+    def score_labels(
+        self,
+        prompts: Sequence[Prompt],
+        labels: LabelsArg,
+        *,
+        return_exceptions: bool = False,
+        with_usage: bool = False,
+    ) -> list[Any]:
+        """Replay one recorded set of label log-probabilities per prompt."""
+        per_prompt = labels_per_prompt(labels, len(prompts))
+        results: list[Any] = []
+        for index, (prompt, item) in enumerate(zip(prompts, per_prompt)):
+            raw = self._lookup(prompt, label_request_text(item), index)
+            results.append(
+                raw if isinstance(raw, BaseException) else LabelScores.from_json(item, raw)
+            )
+        return finish(results, return_exceptions, self._record("labels", prompts), with_usage)
 
     def _lookup(self, prompt: Prompt, schema: str | None, index: int) -> Any:
         entry = self._entries.get(request_key(self._fingerprint, prompt, schema))
@@ -133,14 +164,22 @@ class ReplayJudge:
             shown = json.dumps([dict(m) for m in prompt], ensure_ascii=False)[:600]
             return ReplayMissError(
                 f"No recorded answer in {self.path} for prompt {index} (model "
-                f"{self._fingerprint}, {'JSON' if schema else 'text'} request). The prompts, "
+                f"{self._fingerprint}, {_request_kind(schema)} request). The prompts, "
                 f"schema or model changed since recording; record again. Prompt: {shown}",
                 index=index,
             )
         return entry["output"]
 
-    def _log(self, kind: Any, prompts: Sequence[Prompt]) -> None:
-        self._calls.append(JudgeCall(kind, [ItemUsage(0, 0, 0.0, cached=True) for _ in prompts]))
+    def _record(self, kind: Any, prompts: Sequence[Prompt]) -> list[ItemUsage]:
+        usages = [ItemUsage(0, 0, 0.0, cached=True) for _ in prompts]
+        self._log.add(JudgeCall(kind, usages))
+        return usages
+
+
+def _request_kind(schema: str | None) -> str:
+    if schema is None:
+        return "text"
+    return "labels" if schema.startswith("labels:") else "JSON"
 
 
 class RecordingJudge(JudgeWrapper):
@@ -162,15 +201,23 @@ class RecordingJudge(JudgeWrapper):
 
     @property
     def call_log(self) -> list[JudgeCall]:
-        """The inner judge's call log."""
+        """The inner judge's recent calls."""
         return self.inner.call_log
 
     def generate_json(
-        self, prompts: Sequence[Prompt], schema: SchemaArg, *, return_exceptions: bool = False
+        self,
+        prompts: Sequence[Prompt],
+        schema: SchemaArg,
+        *,
+        return_exceptions: bool = False,
+        with_usage: bool = False,
     ) -> list[Any]:
         """Ask the inner judge, record each raw answer, return its results."""
         schemas = schemas_per_prompt(schema, len(prompts))
-        results = self.inner.generate_json(prompts, schemas, return_exceptions=True)
+        answers = self.inner.generate_json(
+            prompts, schemas, return_exceptions=True, with_usage=True
+        )
+        results, usages = unwrap(answers)
         for prompt, item_schema, result in zip(prompts, schemas, results):
             if isinstance(result, BaseModel):
                 self._remember(
@@ -188,25 +235,50 @@ class RecordingJudge(JudgeWrapper):
                     result.raw_output,
                 )
         self._save()
-        return finish(results, return_exceptions)
+        return finish(results, return_exceptions, usages, with_usage)
 
     def generate_text(
-        self, prompts: Sequence[Prompt], *, return_exceptions: bool = False
+        self,
+        prompts: Sequence[Prompt],
+        *,
+        return_exceptions: bool = False,
+        with_usage: bool = False,
     ) -> list[Any]:
         """Ask the inner judge, record each answer, return them."""
-        results = self.inner.generate_text(prompts, return_exceptions=True)
+        answers = self.inner.generate_text(prompts, return_exceptions=True, with_usage=True)
+        results, usages = unwrap(answers)
         for prompt, result in zip(prompts, results):
             if isinstance(result, str):
                 self._remember(prompt, None, None, result)
         self._save()
-        return finish(results, return_exceptions)
+        return finish(results, return_exceptions, usages, with_usage)
 
-    def _remember(self, prompt: Prompt, schema: Any, text: str | None, output: str) -> None:
+    def score_labels(
+        self,
+        prompts: Sequence[Prompt],
+        labels: LabelsArg,
+        *,
+        return_exceptions: bool = False,
+        with_usage: bool = False,
+    ) -> list[Any]:
+        """Ask the inner judge, record each set of label log-probabilities, return them."""
+        per_prompt = labels_per_prompt(labels, len(prompts))
+        answers = self.inner.score_labels(
+            prompts, per_prompt, return_exceptions=True, with_usage=True
+        )
+        results, usages = unwrap(answers)
+        for prompt, item, result in zip(prompts, per_prompt, results):
+            if isinstance(result, LabelScores):
+                self._remember(prompt, list(item), label_request_text(item), result.to_json())
+        self._save()
+        return finish(results, return_exceptions, usages, with_usage)
+
+    def _remember(self, prompt: Prompt, schema: Any, text: str | None, output: Any) -> None:
         key = request_key(self.inner.fingerprint, prompt, text)
         with self._lock:
             self._entries[key] = {
                 "model": self.inner.fingerprint,
-                "kind": "json" if text is not None else "text",
+                "kind": _request_kind(text).lower(),
                 "messages": [dict(message) for message in prompt],
                 "schema": schema,
                 "output": output,

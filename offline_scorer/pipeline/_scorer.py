@@ -21,7 +21,7 @@ from pydantic import BaseModel
 from offline_scorer._exceptions import ConfigurationError, ScorerRunError
 from offline_scorer._text import extract_text
 from offline_scorer.judges._keys import Prompt
-from offline_scorer.judges._protocol import ItemUsage, Judge
+from offline_scorer.judges._protocol import ItemUsage, Judge, unwrap
 from offline_scorer.pipeline._results import STEP_ORDER, ScoreResult, StepStats
 from offline_scorer.pipeline._steps import (
     FunctionStep,
@@ -217,21 +217,29 @@ class Scorer:
         prompts = [ask.prompt for ask in asking]
         try:
             judge = self.judge
-            if asking[0].schema is not None:
+            if step.labels is not None:
+                answers = judge.score_labels(
+                    prompts, step.labels, return_exceptions=True, with_usage=True
+                )
+            elif asking[0].schema is not None:
                 schemas = [ask.schema for ask in asking]
-                answers = judge.generate_json(prompts, schemas, return_exceptions=True)  # type: ignore[arg-type]
+                answers = judge.generate_json(
+                    prompts,
+                    schemas,  # type: ignore[arg-type]
+                    return_exceptions=True,
+                    with_usage=True,
+                )
             else:
-                answers = judge.generate_text(prompts, return_exceptions=True)
+                answers = judge.generate_text(prompts, return_exceptions=True, with_usage=True)
         except Exception as error:
             for ask in asking:
                 if not ask.state.done:
                     self._fail(name, ask.state, error)
             return
-        usage = judge.call_log[-1].items if judge.call_log else []
+        values, usages = unwrap(answers)
         grouped: dict[int, list[tuple[_Ask, Any, ItemUsage]]] = {}
-        for position, (ask, answer) in enumerate(zip(asking, answers)):
-            item = usage[position] if position < len(usage) else ItemUsage(0, 0, 0.0)
-            grouped.setdefault(id(ask.state), []).append((ask, answer, item))
+        for ask, answer, usage in zip(asking, values, usages, strict=True):
+            grouped.setdefault(id(ask.state), []).append((ask, answer, usage))
         for group in grouped.values():
             self._take_answers(name, step, judge, group)
 

@@ -107,11 +107,19 @@ class PromptStep:
             run; None means a free-text answer.
         to_result: turns the judge's answer into the stored step result (default: the
             validated object as a dict, or the text).
+        labels: instead of a schema, a closed set of labels: the judge reads how likely
+            each label is as the continuation of the prompt (``Judge.score_labels``, one
+            forward pass, no decoding) and the answer is a :class:`LabelScores`.
     """
 
     render: Renderer
     schema: SchemaFor = None
     to_result: Callable[[StepContext, Any], Any] | None = None
+    labels: tuple[str, ...] | None = None
+
+    def __post_init__(self) -> None:
+        if self.labels is not None and self.schema is not None:
+            raise ValueError("A PromptStep takes a schema or labels, not both.")
 
 
 FunctionStep = Callable[[StepContext], Any]

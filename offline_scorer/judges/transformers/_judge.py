@@ -24,10 +24,15 @@ from offline_scorer._exceptions import (
 from offline_scorer.judges._cards import DEFAULT_MODEL, model_fingerprint, resolve_model
 from offline_scorer.judges._keys import Prompt, schema_text
 from offline_scorer.judges._protocol import (
+    NO_USAGE,
+    CallLog,
     ItemUsage,
     JudgeCall,
+    LabelsArg,
     SchemaArg,
+    UsageTotals,
     finish,
+    labels_per_prompt,
     parse_json_output,
     schemas_per_prompt,
 )
@@ -94,7 +99,7 @@ class TransformersJudge:
         self._compiler: Any = None
         self._fingerprint: str | None = None
         self._lock = threading.Lock()
-        self._calls: list[JudgeCall] = []
+        self._log = CallLog()
 
     # ------------------------------------------------------------------ identity
 
@@ -148,8 +153,13 @@ class TransformersJudge:
 
     @property
     def call_log(self) -> list[JudgeCall]:
-        """Every call made so far, oldest first."""
-        return self._calls
+        """The most recent calls (at most 64), oldest first."""
+        return self._log.recent()
+
+    @property
+    def usage_totals(self) -> UsageTotals:
+        """Totals over every call this judge made."""
+        return self._log.totals
 
     # ------------------------------------------------------------------ calls
 
@@ -159,6 +169,7 @@ class TransformersJudge:
         schema: SchemaArg,
         *,
         return_exceptions: bool = False,
+        with_usage: bool = False,
     ) -> list[Any]:
         """Generate one object per prompt, constrained to its JSON schema and validated.
 
@@ -168,6 +179,7 @@ class TransformersJudge:
             return_exceptions: put a :class:`JudgeOutputError` (or
                 :class:`ContextLengthError`) in the list for a prompt that failed, instead of
                 raising it; the other prompts keep their results.
+            with_usage: wrap each result in an :class:`Answer` with its own usage.
 
         Returns:
             One validated object (or error, see above) per prompt, in order.
@@ -178,17 +190,21 @@ class TransformersJudge:
         """
         schemas = schemas_per_prompt(schema, len(prompts))
         texts = [schema_text(s) for s in schemas]
-        raw = self._generate("json", prompts, texts, self.settings.max_new_tokens_json)
+        raw, usages = self._generate("json", prompts, texts, self.settings.max_new_tokens_json)
         results: list[Any] = []
         for index, (outcome, item_schema) in enumerate(zip(raw, schemas)):
             if isinstance(outcome, BaseException):
                 results.append(outcome)
             else:
                 results.append(parse_json_output(outcome, item_schema, index=index))
-        return finish(results, return_exceptions)
+        return finish(results, return_exceptions, usages, with_usage)
 
     def generate_text(
-        self, prompts: Sequence[Prompt], *, return_exceptions: bool = False
+        self,
+        prompts: Sequence[Prompt],
+        *,
+        return_exceptions: bool = False,
+        with_usage: bool = False,
     ) -> list[Any]:
         """Generate one free-text answer per prompt (greedy, bounded).
 
@@ -201,8 +217,57 @@ class TransformersJudge:
         An answer cut by the token budget is trimmed back to its last full sentence and
         marked ``truncated`` in the call log.
         """
-        raw = self._generate("text", prompts, None, self.settings.max_new_tokens_text)
-        return finish(raw, return_exceptions)
+        raw, usages = self._generate("text", prompts, None, self.settings.max_new_tokens_text)
+        return finish(raw, return_exceptions, usages, with_usage)
+
+    def score_labels(
+        self,
+        prompts: Sequence[Prompt],
+        labels: LabelsArg,
+        *,
+        return_exceptions: bool = False,
+        with_usage: bool = False,
+    ) -> list[Any]:
+        """Read how likely each allowed label is as the prompt's continuation; no decoding.
+
+        Each prompt normally ends with an assistant prefill that brings the answer to the
+        place of the verdict (e.g. ``{"result":"``). A label's log-probability is the sum of
+        its tokens' log-probabilities after the prompt. All prompts of a sub-batch go
+        through ONE forward pass (a label of several tokens adds its tokens to a row, so
+        most prompts need a single row). Results are rounded to 4 decimals, so an item
+        alone and inside any batch gives the same numbers.
+
+        Args:
+            prompts: chat-message lists.
+            labels: the allowed labels, one list for all prompts or one per prompt.
+            return_exceptions: put a :class:`ContextLengthError` or
+                :class:`JudgeOutputError` in the list for a failed prompt instead of raising.
+            with_usage: wrap each result in an :class:`Answer` with its own usage.
+
+        Returns:
+            One :class:`LabelScores` (or error) per prompt, in order.
+        """
+        from offline_scorer.judges.transformers._labels import score_label_rows
+
+        per_prompt = labels_per_prompt(labels, len(prompts))
+        started = time.perf_counter()
+        results: list[Any] = [None] * len(prompts)
+        usages: list[ItemUsage | None] = [None] * len(prompts)
+        if prompts:
+            loaded = self.load()
+            encoded = [self._encode(position, prompt) for position, prompt in enumerate(prompts)]
+            valid = self._check_lengths(encoded, 8, loaded, results, usages)
+            outcomes = score_label_rows(
+                loaded,
+                [(item.token_ids, per_prompt[item.position]) for item in valid],
+                self.settings.batch_size,
+            )
+            for item, (outcome, usage) in zip(valid, outcomes, strict=True):
+                results[item.position] = outcome
+                usages[item.position] = usage
+        done = [usage or NO_USAGE for usage in usages]
+        self._log.add(JudgeCall("labels", done, time.perf_counter() - started))
+        return finish(results, return_exceptions, done, with_usage)
 
     # ------------------------------------------------------------------ internals
 
@@ -212,7 +277,7 @@ class TransformersJudge:
         prompts: Sequence[Prompt],
         schema_texts: list[str] | None,
         budget: int,
-    ) -> list[Any]:
+    ) -> tuple[list[Any], list[ItemUsage]]:
         started = time.perf_counter()
         call = JudgeCall(kind)
         results: list[Any] = [None] * len(prompts)
@@ -227,10 +292,10 @@ class TransformersJudge:
             for start in range(0, len(valid), size):
                 chunk = valid[start : start + size]
                 self._run_chunk(kind, chunk, schema_texts, budget, results, usages)
-        call.items = [usage or ItemUsage(0, 0, 0.0) for usage in usages]
+        call.items = [usage or NO_USAGE for usage in usages]
         call.seconds = time.perf_counter() - started
-        self._calls.append(call)
-        return results
+        self._log.add(call)
+        return results, call.items
 
     def _encode(self, position: int, prompt: Prompt) -> _Encoded:
         tokenizer = self.load().tokenizer

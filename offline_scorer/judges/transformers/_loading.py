@@ -145,24 +145,19 @@ def load_model(
 
 
 def physical_cores() -> int:
-    """Number of physical CPU cores available (hyper-threads don't speed up matmuls)."""
-    logical = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None
-    logical = logical or os.cpu_count() or 1
-    try:
-        text = Path("/proc/cpuinfo").read_text()
-    except OSError:
-        return logical
-    cores = set()
-    physical = core = ""
-    for line in text.splitlines():
-        key, _, value = line.partition(":")
-        key, value = key.strip(), value.strip()
-        if key == "physical id":
-            physical = value
-        elif key == "core id":
-            core = value
-            cores.add((physical, core))
-    return max(1, min(logical, len(cores) or logical))
+    """Number of physical CPU cores available (hyper-threads don't speed up matmuls).
+
+    The machine's physical cores, bounded by the CPUs this process may run on (its CPU
+    affinity: a container, ``taskset``, a Ray actor).
+    """
+    import psutil
+
+    process = psutil.Process()
+    # cpu_affinity does not exist on macOS; there every CPU is allowed.
+    affinity = process.cpu_affinity() if hasattr(process, "cpu_affinity") else None
+    allowed = len(affinity) if affinity else (psutil.cpu_count(logical=True) or 1)
+    physical = psutil.cpu_count(logical=False) or allowed  # None when it cannot tell
+    return max(1, min(int(allowed), int(physical)))
 
 
 def pick_device(device: Device) -> str:
