@@ -195,7 +195,7 @@ class NaiveOutlinesJudge:
     def __init__(self, batched: Any):
         import outlines
 
-        from offline_scorer.judges.transformers._judge import _eos_ids
+        from offline_scorer.judges.transformers._decoding import _eos_ids
 
         loaded = batched.load()
         self._batched = batched
@@ -269,7 +269,7 @@ class NaiveOutlinesJudge:
         import outlines
         from transformers import StoppingCriteriaList
 
-        from offline_scorer.judges.transformers._judge import _join_prefill, _SentenceLimit
+        from offline_scorer.judges.transformers._decoding import _join_prefill, _SentenceLimit
 
         results: list[Any] = []
         for prompt in prompts:

@@ -138,7 +138,7 @@ def _run(
     except OfflineScorerError:
         raise
     except Exception as error:
-        from offline_scorer.judges.transformers._judge import (
+        from offline_scorer.judges.transformers._decoding import (
             _free_accelerator_memory,
             is_out_of_memory,
         )

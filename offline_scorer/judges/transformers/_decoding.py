@@ -1,0 +1,97 @@
+"""Helpers of greedy decoding: padding, end-of-sequence, sentence limits, out-of-memory."""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import torch
+
+
+def is_out_of_memory(error: BaseException) -> bool:
+    """Whether an exception from torch means the device (or host) ran out of memory."""
+    import torch
+
+    if isinstance(error, (MemoryError, torch.OutOfMemoryError)):
+        return True
+    return isinstance(error, RuntimeError) and "out of memory" in str(error).lower()
+
+
+def _free_accelerator_memory() -> None:
+    import torch
+
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
+
+
+class _SentenceLimit:
+    """Stops a free-text row once it has written ``limit`` full sentences.
+
+    A small model tends to repeat itself after its point is made; reasons are meant to be
+    one or two sentences.
+    """
+
+    def __init__(self, tokenizer: Any, prompt_length: int, limit: int):
+        self._tokenizer = tokenizer
+        self._start = prompt_length
+        self._limit = limit
+
+    def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor, **_: Any) -> torch.Tensor:
+        import torch
+
+        done = []
+        for row in input_ids[:, self._start :].tolist():
+            text = self._tokenizer.decode(row, skip_special_tokens=True)
+            done.append(count_sentences(text) >= self._limit)
+        return torch.tensor(done, dtype=torch.bool, device=input_ids.device)
+
+
+def count_sentences(text: str) -> int:
+    """Sentences that are complete (a terminator followed by white space or the end)."""
+    return len(re.findall(r"[.!?](?=\s)", text + " ")) if text.strip() else 0
+
+
+def _eos_ids(model: Any, tokenizer: Any) -> list[int]:
+    configured = model.generation_config.eos_token_id
+    ids = configured if isinstance(configured, list) else [configured]
+    ids = [i for i in ids if i is not None]
+    if tokenizer.eos_token_id is not None and tokenizer.eos_token_id not in ids:
+        ids.append(tokenizer.eos_token_id)
+    return ids
+
+
+def _left_pad(rows: list[list[int]], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
+    import torch
+
+    width = max(len(row) for row in rows)
+    ids = torch.full((len(rows), width), pad_id, dtype=torch.long)
+    mask = torch.zeros((len(rows), width), dtype=torch.long)
+    for index, row in enumerate(rows):
+        ids[index, width - len(row) :] = torch.tensor(row, dtype=torch.long)
+        mask[index, width - len(row) :] = 1
+    return ids, mask
+
+
+def _cut_at_eos(row: list[int], eos_ids: list[int]) -> tuple[list[int], bool]:
+    """Generated ids up to (excluding) the first EOS, and whether an EOS was produced."""
+    for position, token in enumerate(row):
+        if token in eos_ids:
+            return row[:position], True
+    return row, False
+
+
+def _join_prefill(prefill: str, continuation: str) -> str:
+    if not prefill:
+        return continuation
+    if prefill.endswith((" ", "\n")) or continuation.startswith((" ", "\n", ",", ".")):
+        return prefill + continuation
+    return f"{prefill} {continuation}"
+
+
+def trim_to_sentence(text: str) -> str:
+    """Cut a truncated text back to its last full sentence, when it has one."""
+    cut = max(text.rfind(mark) for mark in (". ", "! ", "? ", ".\n"))
+    if text.endswith((".", "!", "?")):
+        return text
+    return text[: cut + 1] if cut > 0 else text
