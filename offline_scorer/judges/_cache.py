@@ -180,10 +180,11 @@ class CachedJudge(JudgeWrapper):
         *,
         return_exceptions: bool = False,
         with_usage: bool = False,
+        hidden_state: bool = False,
     ) -> list[Any]:
         """Cached :meth:`Judge.score_labels` (the log-probabilities are stored as JSON)."""
         per_prompt = labels_per_prompt(labels, len(prompts))
-        texts = [label_request_text(item) for item in per_prompt]
+        texts = [label_request_text(item, hidden_state) for item in per_prompt]
 
         def ask(indexes: list[int]) -> list[Any]:
             return self.inner.score_labels(
@@ -191,6 +192,7 @@ class CachedJudge(JudgeWrapper):
                 [per_prompt[i] for i in indexes],
                 return_exceptions=True,
                 with_usage=True,
+                hidden_state=hidden_state,
             )
 
         def parse(index: int, output: str) -> Any:

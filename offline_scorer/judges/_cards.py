@@ -94,7 +94,11 @@ def get_model_card(name: str) -> ModelCard:
 
 def card_weights_path(card: ModelCard) -> Path | None:
     """Where the card's weight file is on this machine, or None when it is not installed."""
-    source = card.source
+    return source_path(card.source)
+
+
+def source_path(source: ModelSource) -> Path | None:
+    """Where a card source's file is on this machine, or None when it is not installed."""
     if source.kind == "path":
         path = Path(source.file).expanduser()
         return path if path.exists() else None

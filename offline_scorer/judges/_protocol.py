@@ -77,10 +77,14 @@ class LabelScores:
         labels: the allowed labels, in the order they were asked for.
         logprobs: per label, the model's log-probability of the label's tokens right after
             the prompt (summed over the label's tokens, rounded to :data:`LOGPROB_DIGITS`).
+        hidden: when asked for (``hidden_state=True``), the model's last-layer hidden state
+            at the place of the verdict (the prompt's last token), rounded likewise: the
+            input of a linear probe.
     """
 
     labels: tuple[str, ...]
     logprobs: tuple[float, ...]
+    hidden: tuple[float, ...] | None = None
 
     @property
     def probabilities(self) -> dict[str, float]:
@@ -95,16 +99,24 @@ class LabelScores:
         """The most likely label (the first one on a tie)."""
         return self.labels[self.logprobs.index(max(self.logprobs))]
 
-    def to_json(self) -> list[float]:
-        """The log-probabilities as stored in caches and recordings."""
-        return list(self.logprobs)
+    def to_json(self) -> Any:
+        """What caches and recordings store: the log-probabilities (and the hidden state)."""
+        if self.hidden is None:
+            return list(self.logprobs)
+        return {"logprobs": list(self.logprobs), "hidden": list(self.hidden)}
 
     @classmethod
-    def from_json(cls, labels: Sequence[str], values: Sequence[float]) -> LabelScores:
+    def from_json(cls, labels: Sequence[str], stored: Any) -> LabelScores:
         """Rebuild from :meth:`to_json` output (checks one value per label)."""
+        values = stored["logprobs"] if isinstance(stored, dict) else stored
+        hidden = stored.get("hidden") if isinstance(stored, dict) else None
         if len(values) != len(labels):
             raise ValueError(f"{len(values)} stored log-probabilities for {len(labels)} labels")
-        return cls(tuple(labels), tuple(round(float(v), LOGPROB_DIGITS) for v in values))
+        return cls(
+            tuple(labels),
+            tuple(round(float(v), LOGPROB_DIGITS) for v in values),
+            None if hidden is None else tuple(round(float(v), LOGPROB_DIGITS) for v in hidden),
+        )
 
 
 _CALL_NUMBERS = itertools.count(1)
@@ -219,8 +231,13 @@ class Judge(Protocol):
         *,
         return_exceptions: bool = False,
         with_usage: bool = False,
+        hidden_state: bool = False,
     ) -> list[Any]:
-        """One :class:`LabelScores` per prompt over ``labels`` (one list, or one per prompt)."""
+        """One :class:`LabelScores` per prompt over ``labels`` (one list, or one per prompt).
+
+        With ``hidden_state`` each result also carries the hidden state at the verdict's
+        place (judges that cannot give one leave it None).
+        """
         ...
 
 
@@ -298,11 +315,12 @@ def labels_per_prompt(labels: LabelsArg, count: int) -> list[tuple[str, ...]]:
     return per_prompt
 
 
-def label_request_text(labels: Sequence[str]) -> str:
+def label_request_text(labels: Sequence[str], hidden_state: bool = False) -> str:
     """How a label request enters cache and replay keys (in place of a JSON schema)."""
     import json
 
-    return "labels:" + json.dumps(list(labels), ensure_ascii=False)
+    suffix = "+hidden" if hidden_state else ""
+    return "labels" + suffix + ":" + json.dumps(list(labels), ensure_ascii=False)
 
 
 def finish(

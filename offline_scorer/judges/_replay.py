@@ -147,12 +147,13 @@ class ReplayJudge:
         *,
         return_exceptions: bool = False,
         with_usage: bool = False,
+        hidden_state: bool = False,
     ) -> list[Any]:
         """Replay one recorded set of label log-probabilities per prompt."""
         per_prompt = labels_per_prompt(labels, len(prompts))
         results: list[Any] = []
         for index, (prompt, item) in enumerate(zip(prompts, per_prompt)):
-            raw = self._lookup(prompt, label_request_text(item), index)
+            raw = self._lookup(prompt, label_request_text(item, hidden_state), index)
             results.append(
                 raw if isinstance(raw, BaseException) else LabelScores.from_json(item, raw)
             )
@@ -260,16 +261,18 @@ class RecordingJudge(JudgeWrapper):
         *,
         return_exceptions: bool = False,
         with_usage: bool = False,
+        hidden_state: bool = False,
     ) -> list[Any]:
         """Ask the inner judge, record each set of label log-probabilities, return them."""
         per_prompt = labels_per_prompt(labels, len(prompts))
         answers = self.inner.score_labels(
-            prompts, per_prompt, return_exceptions=True, with_usage=True
+            prompts, per_prompt, return_exceptions=True, with_usage=True, hidden_state=hidden_state
         )
         results, usages = unwrap(answers)
         for prompt, item, result in zip(prompts, per_prompt, results):
             if isinstance(result, LabelScores):
-                self._remember(prompt, list(item), label_request_text(item), result.to_json())
+                text = label_request_text(item, hidden_state)
+                self._remember(prompt, list(item), text, result.to_json())
         self._save()
         return finish(results, return_exceptions, usages, with_usage)
 

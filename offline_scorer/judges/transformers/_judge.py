@@ -237,6 +237,7 @@ class TransformersJudge:
         *,
         return_exceptions: bool = False,
         with_usage: bool = False,
+        hidden_state: bool = False,
     ) -> list[Any]:
         """Read how likely each allowed label is as the prompt's continuation; no decoding.
 
@@ -253,6 +254,8 @@ class TransformersJudge:
             return_exceptions: put a :class:`ContextLengthError` or
                 :class:`JudgeOutputError` in the list for a failed prompt instead of raising.
             with_usage: wrap each result in an :class:`Answer` with its own usage.
+            hidden_state: also return the last-layer hidden state at the prompt's last
+                token (the verdict's place), for a linear probe.
 
         Returns:
             One :class:`LabelScores` (or error) per prompt, in order.
@@ -271,6 +274,7 @@ class TransformersJudge:
                 loaded,
                 [(item.token_ids, per_prompt[item.position]) for item in valid],
                 self.settings.batch_size,
+                hidden_state=hidden_state,
             )
             for item, (outcome, usage) in zip(valid, outcomes, strict=True):
                 results[item.position] = outcome

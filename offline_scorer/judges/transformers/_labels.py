@@ -77,6 +77,8 @@ def score_label_rows(
     loaded: LoadedModel,
     requests: Sequence[tuple[list[int], Sequence[str]]],
     batch_size: int,
+    *,
+    hidden_state: bool = False,
 ) -> list[tuple[LabelScores | BaseException, ItemUsage]]:
     """Score each request's labels; one (scores or error, usage) per request, in order.
 
@@ -86,6 +88,8 @@ def score_label_rows(
             its allowed labels.
         batch_size: kept for the judge's settings; each row runs alone (see the module
             docstring).
+        hidden_state: also read the last-layer hidden state at the prompt's last token
+            (taken from the request's first row).
     """
     tokenizer = loaded.tokenizer
     plans = [_plan(i, ids, labels, tokenizer) for i, (ids, labels) in enumerate(requests)]
@@ -94,7 +98,7 @@ def score_label_rows(
     seconds: dict[int, float] = {}
     for index, row in enumerate(rows):
         began = time.perf_counter()
-        _run(loaded, [row], [index], logprobs)
+        _run(loaded, [row], [index], logprobs, hidden_state)
         seconds[row.request] = seconds.get(row.request, 0.0) + time.perf_counter() - began
     results: list[tuple[LabelScores | BaseException, ItemUsage]] = []
     offset = 0
@@ -111,9 +115,14 @@ def score_label_rows(
             continue
         values = []
         for row_index, label_tokens in plan.reads:
-            table = logprobs[row_ids[row_index]]
+            table, _ = logprobs[row_ids[row_index]]
             values.append(_label_logprob(table, plan.rows[row_index], label_tokens))
-        scores = LabelScores(tuple(labels), tuple(round(v, LOGPROB_DIGITS) for v in values))
+        _, hidden = logprobs[row_ids[0]]
+        scores = LabelScores(
+            tuple(labels),
+            tuple(round(v, LOGPROB_DIGITS) for v in values),
+            None if hidden is None else tuple(round(v, LOGPROB_DIGITS) for v in hidden),
+        )
         results.append((scores, usage))
     return results
 
@@ -131,10 +140,12 @@ def _run(
     rows: list[_Row],
     indexes: list[int],
     out: dict[int, Any],
+    hidden_state: bool = False,
 ) -> None:
-    """One forward pass; per row, the full log-prob vectors after 0..len(appended) tokens."""
+    """One forward pass; per row, the log-prob vectors after 0..len(appended) tokens (and
+    the hidden state at the prompt's last token when asked)."""
     try:
-        tables = _forward(loaded, rows)
+        tables = _forward(loaded, rows, hidden_state)
     except OfflineScorerError:
         raise
     except Exception as error:
@@ -146,8 +157,8 @@ def _run(
         if is_out_of_memory(error) and len(rows) > 1:
             _free_accelerator_memory()
             middle = len(rows) // 2
-            _run(loaded, rows[:middle], indexes[:middle], out)
-            _run(loaded, rows[middle:], indexes[middle:], out)
+            _run(loaded, rows[:middle], indexes[:middle], out, hidden_state)
+            _run(loaded, rows[middle:], indexes[middle:], out, hidden_state)
             return
         failure = JudgeOutputError(
             f"Reading label probabilities failed for a batch of {len(rows)} rows: "
@@ -161,7 +172,9 @@ def _run(
         out[index] = table
 
 
-def _forward(loaded: LoadedModel, rows: list[_Row]) -> list[torch.Tensor]:
+def _forward(
+    loaded: LoadedModel, rows: list[_Row], hidden_state: bool = False
+) -> list[tuple[torch.Tensor, list[float] | None]]:
     import torch
 
     model = cast(Any, loaded.model)
@@ -183,6 +196,7 @@ def _forward(loaded: LoadedModel, rows: list[_Row]) -> list[torch.Tensor]:
             position_ids=positions.to(device),
             logits_to_keep=keep,
             use_cache=False,
+            output_hidden_states=hidden_state,
         )
         logits: torch.Tensor = output.logits.float()
         logprobs = torch.log_softmax(logits, dim=-1).cpu()
@@ -191,5 +205,8 @@ def _forward(loaded: LoadedModel, rows: list[_Row]) -> list[torch.Tensor]:
         # The row ends at the last column; after k appended tokens is column -(len-k)-1.
         count = len(row.appended) + 1
         start = keep - count
-        tables.append(logprobs[index, start:keep])
+        hidden = None
+        if hidden_state:
+            hidden = output.hidden_states[-1][index, -count].float().cpu().tolist()
+        tables.append((logprobs[index, start:keep], hidden))
     return tables
