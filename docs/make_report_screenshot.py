@@ -15,7 +15,7 @@ from pathlib import Path
 
 from offline_scorer.evals._types import EvalItem, EvalResult, EvalSummary, ScorerSummary, Threshold
 from offline_scorer.pipeline._results import ScoreResult, StepStats
-from offline_scorer.reports._html import write_html_report
+from offline_scorer.reports import write_html_report
 
 REL = "answer-relevancy-scorer"
 SIM = "answer-similarity-scorer"

@@ -1,15 +1,34 @@
-"""run_evals with function scorers (no model): targets, errors, thresholds, verdicts."""
+"""run_evals with function scorers (no model): targets, errors, thresholds, verdicts.
+
+Also the pieces a local run shares with a Ray run (``evals/_core.py``): the threshold
+parser, the row checks, cache counts, and the progress bar.
+"""
 
 from __future__ import annotations
 
+import io
+import sys
+from pathlib import Path
+
 import pytest
+from cases import RELEVANCY_CASES
 
 from offline_scorer import (
+    CachedJudge,
     ConfigurationError,
+    DataError,
+    DataItem,
+    Dataset,
+    ReplayJudge,
     ScorerRunError,
+    Threshold,
     create_scorer,
+    get_scorer,
     run_evals,
 )
+from offline_scorer.evals._core import dataset_facts, parse_thresholds
+
+RECORDING = Path(__file__).resolve().parent / "recordings" / "scorers.json"
 
 
 def length_scorer(scale: float = 1):  # type: ignore[no-untyped-def]
@@ -76,7 +95,9 @@ def test_bad_thresholds(thresholds: dict[str, object], message: str) -> None:
 def test_no_scorers_and_no_target() -> None:
     with pytest.raises(ConfigurationError, match="at least one scorer"):
         run_evals(DATA, [], progress=False)
-    with pytest.raises(ConfigurationError, match="need a target"):
+    with pytest.raises(
+        ConfigurationError, match=r"Rows without an output \(lines \[1\]\).*target="
+    ):
         run_evals([{"input": "q"}], [length_scorer()], progress=False)
 
 
@@ -88,3 +109,91 @@ def test_failed_scorer_run_is_recorded_not_defaulted() -> None:
     assert result.scores == {"bad": None}
     assert result.summary.scorers["bad"].failed == 2
     assert all(item.results["bad"].score is None for item in result.items)
+
+
+def test_threshold_texts_and_specs_parse_to_the_same_bounds() -> None:
+    scorers = [length_scorer()]
+    texts = parse_thresholds(["length=0.2..0.9", "length=0.5"], scorers)
+    assert texts == {"length": Threshold(minimum=0.5)}  # a later text wins
+    assert parse_thresholds(["length=..0.9"], scorers) == parse_thresholds(
+        {"length": {"maximum": 0.9}}, scorers
+    )
+    assert parse_thresholds("length=0.2..0.9", scorers) == parse_thresholds(
+        {"length": (0.2, 0.9)}, scorers
+    )
+
+
+@pytest.mark.parametrize(
+    ("texts", "message"),
+    [
+        (["length"], "SCORER=MIN or SCORER=MIN..MAX"),
+        (["=0.5"], "SCORER=MIN"),
+        (["length=high"], "bounds must be numbers"),
+        (["length=0.9..0.1"], "minimum is above maximum"),
+        (["length=nan"], "outside 0..1"),
+        (["other=0.5"], "not among"),
+    ],
+)
+def test_bad_threshold_texts(texts: list[str], message: str) -> None:
+    with pytest.raises(ConfigurationError, match=message):
+        parse_thresholds(texts, [length_scorer()])
+
+
+def test_a_built_in_scorer_takes_its_short_or_full_id_as_threshold_key() -> None:
+    scorer = get_scorer("answer-relevancy", judge=ReplayJudge(RECORDING))
+    for key in ("answer-relevancy", "answer-relevancy-scorer"):
+        assert parse_thresholds({key: 0.5}, [scorer]) == {
+            "answer-relevancy-scorer": Threshold(minimum=0.5)
+        }
+
+
+def test_a_scorer_that_needs_a_ground_truth_refuses_data_without_one() -> None:
+    needs_truth = create_scorer(
+        id="overlap", generate_score=lambda ctx: 1.0, needs_ground_truth=True
+    )
+    with pytest.raises(DataError, match="overlap needs a ground truth.*'ground_truth'"):
+        run_evals(DATA, [needs_truth], progress=False)
+    with_truth = [{**DATA[0], "ground_truth": "12345"}, DATA[1]]
+    assert run_evals(with_truth, [needs_truth], progress=False).scores == {"overlap": 1.0}
+
+
+def test_a_dataset_built_by_hand_is_checked_from_its_items() -> None:
+    items = [DataItem(index=0, item_id="a", line=1, input="q", ground_truth="g")]
+    facts = dataset_facts(Dataset(items))
+    assert (list(facts.without_output), facts.with_ground_truth) == ([1], 1)
+    with pytest.raises(ConfigurationError, match="Rows without an output"):
+        run_evals(Dataset(items), [length_scorer()], progress=False)
+    assert run_evals(Dataset(items), [length_scorer()], target=str.upper, progress=False).scores
+
+
+def test_cache_hits_and_misses_are_counted_per_run(tmp_path: Path) -> None:
+    """One CachedJudge in two runs: the second run's counts are its own, not the sum."""
+    judge = CachedJudge(ReplayJudge(RECORDING), tmp_path / "cache.sqlite")
+    scorer = get_scorer("answer-relevancy", judge=judge)
+    data = [RELEVANCY_CASES[name] for name in ("relevant", "partly_relevant", "off_topic")]
+    first = run_evals(data, [scorer], progress=False)
+    second = run_evals(data, [scorer], progress=False)
+    asked = first.summary.cache_misses
+    assert asked and first.summary.cache_hits == 0
+    assert (second.summary.cache_hits, second.summary.cache_misses) == (asked, 0)
+    assert second.scores == first.scores
+
+
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_progress_shows_on_a_terminal_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    terminal = _Terminal()
+    monkeypatch.setattr(sys, "stderr", terminal)
+    run_evals(DATA, [length_scorer()], batch_size=1)
+    assert "2/2" in terminal.getvalue()
+    quiet = _Terminal()
+    monkeypatch.setattr(sys, "stderr", quiet)
+    run_evals(DATA, [length_scorer()], progress=False)
+    assert quiet.getvalue() == ""
+    pipe = io.StringIO()  # a log file or a pipe: not a terminal
+    monkeypatch.setattr(sys, "stderr", pipe)
+    run_evals(DATA, [length_scorer()])
+    assert pipe.getvalue() == ""

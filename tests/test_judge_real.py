@@ -2,16 +2,21 @@
 
 from __future__ import annotations
 
+import math
 import socket
+from pathlib import Path
 from typing import Literal
 
 import pytest
 from pydantic import BaseModel, Field
 
 from offline_scorer import (
+    CachedJudge,
     ContextLengthError,
     GenerationSettings,
     JudgeOutputError,
+    RecordingJudge,
+    ReplayJudge,
     TransformersJudge,
     load_model,
 )
@@ -131,3 +136,133 @@ def test_load_and_generate_with_every_socket_blocked(
     assert isinstance(result, Food)
     assert fresh.generate_text([prompt("banana")])[0]
     assert attempts == []
+
+
+# ----------------------------------------------------------------- label probabilities
+
+RELEVANCE = ("yes", "unsure", "no")
+MATCH = ("exact", "semantic", "partial", "missing")
+
+
+def verdict_prompt(question: str, answer: str) -> list[dict[str, str]]:
+    """A verdict prompt whose assistant prefill stops right where the label goes."""
+    return [
+        {
+            "role": "system",
+            "content": "Does the answer address the question? Reply yes, unsure or no.",
+        },
+        {"role": "user", "content": f"Question: {question}\nAnswer: {answer}"},
+        {"role": "assistant", "content": '{"result":"'},
+    ]
+
+
+VERDICT_PROMPTS = [
+    verdict_prompt("Who wrote Hamlet?", "Shakespeare."),
+    verdict_prompt("How do I boil an egg?", "The stock market fell yesterday " * 8),
+    verdict_prompt("What is 2 + 2?", "Four"),
+    verdict_prompt(
+        "Why is the sky blue?",
+        "Sunlight is scattered by the molecules of the air, and blue light, with its shorter "
+        "wavelength, is scattered much more than red light, so the sky looks blue.",
+    ),
+    verdict_prompt("Capital of France?", "Paris, a city on the Seine " * 3),
+]
+
+
+def test_the_multi_token_labels_are_multi_token(judge: TransformersJudge) -> None:
+    """The premise of the tests below: two of the labels take two tokens in this tokenizer."""
+    tokenizer = judge.load().tokenizer
+    lengths = {
+        label: len(tokenizer(label, add_special_tokens=False)["input_ids"])
+        for label in RELEVANCE + MATCH
+    }
+    assert {label for label, count in lengths.items() if count > 1} == {"unsure", "semantic"}
+
+
+def test_label_probabilities_sum_to_one_over_the_allowed_labels(judge: TransformersJudge) -> None:
+    prompts = VERDICT_PROMPTS[:2]
+    results = judge.score_labels(prompts, [RELEVANCE, MATCH], with_usage=True)
+    for answer, labels in zip(results, (RELEVANCE, MATCH)):
+        scores = answer.value
+        assert scores.labels == labels
+        assert sum(scores.probabilities.values()) == pytest.approx(1.0, abs=1e-9)
+        # Real log-probabilities of continuations that exclude each other (no label's
+        # tokens start another's): each is below 0 and together they hold at most all.
+        assert all(value < 0 for value in scores.logprobs)
+        assert 0 < sum(math.exp(value) for value in scores.logprobs) <= 1 + 1e-3
+        assert answer.usage.prompt_tokens > 0 and answer.usage.generated_tokens == 0
+    assert judge.call_log[-1].kind == "labels"
+
+
+def test_an_item_alone_and_at_every_place_in_a_batch_gives_the_same_scores(
+    judge: TransformersJudge,
+) -> None:
+    alone = [judge.score_labels([p], RELEVANCE)[0] for p in VERDICT_PROMPTS]
+    count = len(VERDICT_PROMPTS)
+    for shift in range(count):  # every item visits every position
+        order = [(shift + k) % count for k in range(count)]
+        batch = judge.score_labels([VERDICT_PROMPTS[i] for i in order], RELEVANCE)
+        assert batch == [alone[i] for i in order], shift
+
+
+def test_a_multi_token_label_is_the_sum_of_its_tokens_log_probs(judge: TransformersJudge) -> None:
+    """Compared with one plain forward pass over the prompt and the whole label."""
+    import torch
+
+    loaded = judge.load()
+    tokenizer, model = loaded.tokenizer, loaded.model
+    prompt = VERDICT_PROMPTS[0]
+    for labels, label in ((RELEVANCE, "unsure"), (MATCH, "semantic"), (RELEVANCE, "yes")):
+        (scores,) = judge.score_labels([prompt], labels)
+        text = tokenizer.apply_chat_template(prompt, tokenize=False, continue_final_message=True)
+        prompt_ids = tokenizer(text, add_special_tokens=False)["input_ids"]
+        label_ids = tokenizer(label, add_special_tokens=False)["input_ids"]
+        with torch.inference_mode():
+            logits = model(torch.tensor([prompt_ids + label_ids])).logits[0].float()
+        table = torch.log_softmax(logits, dim=-1)
+        # The distribution of token k of the label is read after everything before it.
+        by_hand = [
+            float(table[len(prompt_ids) - 1 + k, token]) for k, token in enumerate(label_ids)
+        ]
+        assert scores.logprobs[labels.index(label)] == pytest.approx(sum(by_hand), abs=2e-4)
+        if len(label_ids) > 1:
+            assert sum(by_hand) < by_hand[0] - 1e-6  # the later tokens do count
+
+
+def test_a_prompt_too_long_for_the_context_is_an_error_in_the_list(
+    judge: TransformersJudge,
+) -> None:
+    too_long = verdict_prompt("Is this long?", "word " * 9000)
+    with pytest.raises(ContextLengthError, match="context window of 8192"):
+        judge.score_labels([too_long], RELEVANCE)
+    results = judge.score_labels([too_long, VERDICT_PROMPTS[0]], RELEVANCE, return_exceptions=True)
+    assert isinstance(results[0], ContextLengthError)
+    assert results[1] == judge.score_labels([VERDICT_PROMPTS[0]], RELEVANCE)[0]
+
+
+def test_the_result_cache_serves_label_scores_without_the_model(
+    judge: TransformersJudge, tmp_path: Path
+) -> None:
+    cached = CachedJudge(judge, tmp_path / "cache.sqlite")
+    prompts = VERDICT_PROMPTS[:2]
+    first = cached.score_labels(prompts, [RELEVANCE, MATCH])
+    calls = judge.usage_totals.calls
+    again = cached.score_labels(prompts, [RELEVANCE, MATCH], with_usage=True)
+    assert [answer.value for answer in again] == first
+    assert all(answer.usage.cached for answer in again)
+    assert judge.usage_totals.calls == calls  # the model was not asked
+
+
+def test_replay_gives_back_what_was_recorded_for_labels(
+    judge: TransformersJudge, tmp_path: Path
+) -> None:
+    path = tmp_path / "labels.json"
+    recorder = RecordingJudge(judge, path)
+    prompts = VERDICT_PROMPTS[:2]
+    recorded = recorder.score_labels(prompts, [RELEVANCE, MATCH])
+    with_hidden = recorder.score_labels(prompts[:1], RELEVANCE, hidden_state=True)
+    replay = ReplayJudge(path)
+    assert replay.fingerprint == judge.fingerprint
+    assert replay.score_labels(prompts, [RELEVANCE, MATCH]) == recorded
+    assert replay.score_labels(prompts[:1], RELEVANCE, hidden_state=True) == with_hidden
+    assert with_hidden[0].hidden is not None

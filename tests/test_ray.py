@@ -18,12 +18,14 @@ import pytest
 from cases import RELEVANCY_CASES
 
 from offline_scorer import (
+    CachedJudge,
     ConfigurationError,
     DataError,
     EvalResult,
     GenerationSettings,
     ReplayJudge,
     TransformersJudge,
+    create_scorer,
     get_scorer,
     run_evals,
 )
@@ -223,6 +225,79 @@ def test_a_dead_actor_is_restarted_and_every_item_scored_once(
     }
 
 
+def test_the_actors_share_the_result_cache_and_report_its_hits(
+    ray_cluster: None, tmp_path: Path
+) -> None:
+    """Two Ray runs with one cache file: the second is served from it, with the same results.
+
+    The first run names the file in the Ray options and writes its rows (the cache counts
+    travel through the written files); the second gives it as the scorers' CachedJudge, as
+    a local run would, and reads its rows straight from the actors. The actors' judge is a
+    recording of the real model (this test is about the cache, not the model).
+    """
+    # Four different rows: no prompt repeats, so the first run has no hit at all.
+    names = ("relevant", "partly_relevant", "off_topic", "injection")
+    rows = [{"id": name, **RELEVANCY_CASES[name]} for name in names]
+    data = write_jsonl(tmp_path / "data.jsonl", rows)
+    cache = tmp_path / "cache.sqlite"
+    options = {"actors": 2, "num_cpus": 1, "judge_factory": partial(ReplayJudge, RECORDING)}
+    first = run_evals(
+        data,
+        ["answer-relevancy"],
+        batch_size=2,
+        progress=False,
+        backend="ray",
+        ray={**options, "cache": str(cache), "output": str(tmp_path / "results")},
+    )
+    cached_scorer = get_scorer("answer-relevancy", judge=CachedJudge(ReplayJudge(RECORDING), cache))
+    second = run_evals(
+        data, [cached_scorer], batch_size=2, progress=False, backend="ray", ray=options
+    )
+    asked = first.summary.cache_misses
+    assert first.summary.cache_hits == 0 and asked and asked >= 2 * len(rows)
+    assert (second.summary.cache_hits, second.summary.cache_misses) == (asked, 0)
+    assert comparable(second) == comparable(first)
+    assert second.summary.scorers[RELEVANCY].scored == len(rows)
+
+
+def test_one_cache_file_per_run(tmp_path: Path) -> None:
+    scorer = get_scorer(
+        "answer-relevancy", judge=CachedJudge(ReplayJudge(RECORDING), tmp_path / "a.sqlite")
+    )
+    data = [{"id": "a", "input": "q", "output": "a"}]
+    ray_options = {"cache": str(tmp_path / "b.sqlite")}
+    with pytest.raises(ConfigurationError, match="one result cache"):
+        run_evals(data, [scorer], progress=False, backend="ray", ray=ray_options)
+
+
+@pytest.mark.slow
+def test_cli_ray_run_resumes_from_the_cache(ray_cluster: None, tmp_path: Path) -> None:
+    """``score --backend ray --cache-path``, twice, real model: the second run asks no model.
+
+    Two short rows; the command runs in this process (typer's runner) to join the module's
+    Ray instance.
+    """
+    from typer.testing import CliRunner
+
+    from offline_scorer.cli import app
+
+    data = write_jsonl(
+        tmp_path / "data.jsonl",
+        [{"id": f"q{n}", "input": q, "output": a} for n, (q, a, _) in enumerate(QUESTIONS[:2])],
+    )
+    args = ["score", str(data), "--backend", "ray", "--cache-path", str(tmp_path / "c.sqlite")]
+    runs = []
+    for name in ("first", "second"):
+        summary = tmp_path / f"{name}.json"
+        outcome = CliRunner().invoke(app, [*args, "--summary", str(summary), "--quiet"])
+        assert outcome.exit_code == 0, outcome.output
+        runs.append(json.loads(summary.read_text()))
+    first, second = runs
+    assert first["cache_hits"] == 0 and first["cache_misses"] > 0
+    assert (second["cache_hits"], second["cache_misses"]) == (first["cache_misses"], 0)
+    assert second["scorers"] == first["scorers"]
+
+
 def test_cli_model_missing_on_the_workers_names_the_worker_and_the_path(
     ray_cluster: None, tmp_path: Path
 ) -> None:
@@ -275,6 +350,12 @@ def test_rows_are_checked_before_any_actor_starts(ray_cluster: None, tmp_path: P
     no_ids = write_jsonl(tmp_path / "no_ids.jsonl", [{"input": "q", "output": "a"}])
     with pytest.raises(DataError, match="give every row a unique id"):
         run_evals(no_ids, ["answer-relevancy"], progress=False, backend="ray")
+    no_truth = write_jsonl(tmp_path / "no_truth.jsonl", [{"id": "a", "input": "q", "output": "a"}])
+    with pytest.raises(DataError, match="answer-similarity needs a ground truth"):
+        run_evals(no_truth, ["answer-similarity"], progress=False, backend="ray")
+    no_output = write_jsonl(tmp_path / "no_output.jsonl", [{"id": "a", "input": "q"}])
+    with pytest.raises(ConfigurationError, match=r"Rows without an output \(ids \['a'\]\)"):
+        run_evals(no_output, ["answer-relevancy"], progress=False, backend="ray")
 
 
 def test_options_the_ray_backend_cannot_honour_are_refused() -> None:
@@ -285,3 +366,7 @@ def test_options_the_ray_backend_cannot_honour_are_refused() -> None:
         run_evals(data, ["answer-relevancy"], fail_fast=True, backend="ray")
     with pytest.raises(ValueError, match="actors"):
         run_evals(data, ["answer-relevancy"], backend="ray", ray={"actors": 0})
+    # A custom scorer under a built-in id would be rebuilt on the actors as the built-in one.
+    impostor = create_scorer(id="answer-relevancy-scorer", generate_score=lambda ctx: 1.0)
+    with pytest.raises(ConfigurationError, match="not a built-in scorer"):
+        run_evals(data, [impostor], backend="ray")

@@ -6,6 +6,8 @@ a reader sees, that the injected script never runs and that a screenshot renders
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import io
 import json
 import os
@@ -28,7 +30,7 @@ from offline_scorer.evals._types import (
     Threshold,
 )
 from offline_scorer.pipeline._results import ScoreResult, StepStats
-from offline_scorer.reports._html import (
+from offline_scorer.reports import (
     append_result_lines,
     render_html_report,
     write_html_report,
@@ -36,6 +38,14 @@ from offline_scorer.reports._html import (
     write_results_jsonl,
     write_summary_json,
 )
+from offline_scorer.scorers._display import (
+    StepRow,
+    StepTable,
+    format_probabilities,
+    relevancy_tables,
+    similarity_tables,
+)
+from offline_scorer.scorers._registry import scorer_info
 
 CHROMIUM = Path("/usr/bin/chromium")
 REL = "answer-relevancy-scorer"
@@ -392,10 +402,261 @@ def test_html_shows_details_and_hooks(report_html: str, result: EvalResult) -> N
     assert report_html.count("<details><summary>Details") == len(result.items)
     assert "statements and verdicts" in report_html and "unit matches" in report_html
     assert "It has the Eiffel Tower" in report_html and "semantic" in report_html
-    assert "Scorer run failed: step &#x27;analyze&#x27;" in report_html
-    assert "&quot;role&quot;: &quot;user&quot;" in report_html  # chat input as pretty JSON
+    assert "Scorer run failed: step &#39;analyze&#39;" in report_html
+    assert "&#34;role&#34;: &#34;user&#34;" in report_html  # chat input as pretty JSON
     assert "You break an answer into statements." in report_html  # prompts
     assert "2026-01-02T03:04:05+00:00" in report_html
+
+
+def test_csp_hash_is_the_hash_of_the_inline_script(report_html: str) -> None:
+    scripts = re.findall(r"<script>(.*?)</script>", report_html, re.DOTALL)
+    assert len(scripts) == 1 and "getElementById" in scripts[0]
+    digest = base64.b64encode(hashlib.sha256(scripts[0].encode("utf-8")).digest()).decode()
+    assert f"script-src 'sha256-{digest}'" in report_html
+
+
+HOSTILE = """<script>alert(1)</script> "double" 'single' </textarea><textarea>"""
+HOSTILE_ID = 'evil"<b>-scorer'
+
+
+class _MarkupParser(HTMLParser):
+    """Every start tag and every attribute value and text of a page, entities decoded."""
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.tags: list[str] = []
+        self.texts: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.tags.append(tag)
+        self.texts.extend(value or "" for _, value in attrs)
+
+    def handle_data(self, data: str) -> None:
+        self.texts.append(data)
+
+
+def _hostile_result() -> EvalResult:
+    """One item whose every user-supplied string (and a scorer id) is hostile markup."""
+    relevancy = ScoreResult(
+        run_id=HOSTILE,
+        scorer_id=REL,
+        scorer_options={HOSTILE: HOSTILE},
+        status="scored",
+        score=0.5,
+        reason=HOSTILE,
+        input=HOSTILE,
+        output=HOSTILE,
+        preprocess_prompt=_prompt(HOSTILE, HOSTILE),
+        preprocess_step_result={"statements": [HOSTILE]},
+        analyze_step_result={
+            "results": [{"result": HOSTILE, "reason": HOSTILE, "probabilities": {HOSTILE: 1.0}}]
+        },
+    )
+    match = {
+        "ground_truth_unit": HOSTILE,
+        "output_unit": HOSTILE,
+        "match_type": HOSTILE,
+        "explanation": HOSTILE,
+    }
+    similarity = ScoreResult(
+        run_id="run-sim",
+        scorer_id=SIM,
+        status="not_scorable",
+        not_scorable_reason=HOSTILE,
+        preprocess_step_result={"output_units": [HOSTILE], "ground_truth_units": [HOSTILE]},
+        analyze_step_result={
+            "matches": [match],
+            "extra_in_output": [HOSTILE, {"unit": HOSTILE}],
+            "contradictions": [match],
+        },
+    )
+    custom = ScoreResult(
+        run_id="run-custom",
+        scorer_id=HOSTILE_ID,
+        status="failed",
+        error=HOSTILE,
+        preprocess_step_result={HOSTILE: [HOSTILE]},
+        analyze_step_result=HOSTILE,
+    )
+    item = EvalItem(
+        index=0,
+        item_id=HOSTILE,
+        input=[{"role": "user", "content": HOSTILE}],
+        output=HOSTILE,
+        ground_truth=HOSTILE,
+        target_error=HOSTILE,
+        results={REL: relevancy, SIM: similarity, HOSTILE_ID: custom},
+    )
+    summary = EvalSummary(
+        total_items=1,
+        scorers={
+            HOSTILE_ID: ScorerSummary(
+                scorer_id=HOSTILE_ID, threshold=Threshold(minimum=0.5), histogram=[1, 0]
+            )
+        },
+        model_id=HOSTILE,
+        model_fingerprint=HOSTILE,
+        skipped_rows=[RowProblem(line=1, message=HOSTILE)],
+    )
+    return EvalResult(scores={HOSTILE_ID: None}, summary=summary, items=[item])
+
+
+def test_hostile_strings_show_as_text_never_as_markup() -> None:
+    page = render_html_report(_hostile_result(), title=HOSTILE, generated_at=FIXED_TIME)
+    for markup in ("<script>alert", "</textarea>", "<textarea>", "<b>", '"double"'):
+        assert markup not in page
+    assert "&lt;script&gt;alert(1)&lt;/script&gt; &#34;double&#34; &#39;single&#39;" in page
+    assert "&lt;/textarea&gt;&lt;textarea&gt;" in page
+    parser = _MarkupParser()
+    parser.feed(page)
+    parser.close()
+    assert parser.tags.count("script") == 1 and "textarea" not in parser.tags
+    assert "b" not in parser.tags
+    # Every place shows the string whole: title, header, item cells, runs, step tables, JSON.
+    text = "\n".join(parser.texts)
+    assert text.count(HOSTILE) >= 20
+    assert f"<h4>{HOSTILE}</h4>" not in page
+    hooks = _TestIdParser.parse(page)  # the hostile scorer id round-trips through attributes
+    assert hooks[f"scored-{HOSTILE_ID}"] == "0"
+    assert f"histogram-{HOSTILE_ID}" in text
+
+
+def test_custom_scorer_step_results_show_as_json(result: EvalResult) -> None:
+    custom = ScoreResult(
+        run_id="run-custom-0",
+        scorer_id="my-custom-scorer",
+        status="scored",
+        score=1.0,
+        preprocess_step_result={"claims": ["Paris is the capital"]},
+        analyze_step_result={"verdicts": [{"claim": 0, "supported": True}]},
+    )
+    assert scorer_info(custom.scorer_id) is None
+    item = result.items[0].model_copy(update={"results": {"my-custom-scorer": custom}})
+    page = render_html_report(result.model_copy(update={"items": [item]}))
+    for step in ("preprocess", "analyze"):
+        shown = json.dumps(getattr(custom, f"{step}_step_result"), indent=2)
+        assert f"<h4>{step} result</h4><pre>{_quotes_escaped(shown)}</pre>" in page
+    assert "statements and verdicts" not in page and "unit matches" not in page
+
+
+def _quotes_escaped(text: str) -> str:
+    return text.replace('"', "&#34;")
+
+
+def test_builtin_scorer_with_unexpected_step_results_falls_back_to_json(
+    result: EvalResult,
+) -> None:
+    odd = _not_scorable("run-odd", REL, "no answer").model_copy(
+        update={"preprocess_step_result": {"sentences": ["one"]}}
+    )
+    assert relevancy_tables(odd) == []
+    item = result.items[0].model_copy(update={"results": {REL: odd}})
+    page = render_html_report(result.model_copy(update={"items": [item]}))
+    assert "<h4>preprocess result</h4><pre>{\n  &#34;sentences&#34;" in page
+
+
+# --------------------------------------------------------------------------- step displays
+
+
+def test_scorers_register_their_displays() -> None:
+    relevancy, similarity = scorer_info(REL), scorer_info(SIM)
+    assert relevancy is not None and relevancy.display is relevancy_tables
+    assert similarity is not None and similarity.display is similarity_tables
+
+
+def test_probabilities_format() -> None:
+    probabilities = {"yes": 0.8249, "unsure": 0.1, "no": 0.0751}
+    assert format_probabilities(probabilities) == "yes 0.82 · unsure 0.10 · no 0.08"
+    assert format_probabilities(None) is None
+    assert format_probabilities({"yes": "high"}) == {"yes": "high"}  # shown as JSON
+
+
+def test_relevancy_table_rows_kinds_and_probabilities(result: EvalResult) -> None:
+    run = result.items[0].results[REL]
+    [table] = relevancy_tables(run)
+    assert table.columns == ("#", "statement", "verdict", "reason")
+    assert table.rows[1] == StepRow((2, "It has the Eiffel Tower", "no", "Not asked."), "bad")
+    analysis = {
+        "results": [
+            {"result": "yes", "reason": "r", "probabilities": {"yes": 0.82, "unsure": 0.1}},
+            {"result": "unsure", "reason": "r"},
+        ]
+    }
+    [table] = relevancy_tables(run.model_copy(update={"analyze_step_result": analysis}))
+    assert table.columns[-1] == "probabilities"
+    assert [row.cells[-1] for row in table.rows] == ["yes 0.82 · unsure 0.10", None, None]
+    assert [row.kind for row in table.rows] == ["ok", "warn", None]  # no verdict: no kind
+    page = render_html_report(
+        _with_run(result, run.model_copy(update={"analyze_step_result": analysis}))
+    )
+    assert "<td>yes 0.82 · unsure 0.10</td>" in page
+
+
+def test_similarity_tables(result: EvalResult) -> None:
+    run = result.items[0].results[SIM]
+    tables = {table.heading: table for table in similarity_tables(run)}
+    assert list(tables) == [
+        "ground-truth units",
+        "answer units",
+        "unit matches",
+        "extra units in the answer",
+        "contradictions",
+    ]
+    assert tables["unit matches"].rows[0].kind == "ok"
+    assert tables["contradictions"].rows == ()
+    assert tables["extra units in the answer"].rows == (StepRow(("It has the Eiffel Tower",)),)
+    analysis = dict(run.analyze_step_result)
+    analysis["matches"] = [
+        {**analysis["matches"][0], "probabilities": {"exact": 0.2, "semantic": 0.8}},
+        {"ground_truth_unit": "g", "output_unit": None, "match_type": "missing"},
+    ]
+    analysis["contradictions"] = [{"output_unit": "o", "ground_truth_unit": "g"}]
+    tables = {
+        t.heading: t
+        for t in similarity_tables(run.model_copy(update={"analyze_step_result": analysis}))
+    }
+    matches = tables["unit matches"]
+    assert matches.columns[-1] == "probabilities" and matches.kind_column == 2
+    assert [row.cells[-1] for row in matches.rows] == ["exact 0.20 · semantic 0.80", None]
+    assert [row.kind for row in matches.rows] == ["ok", "bad"]
+    assert tables["contradictions"].rows == (StepRow(("o", "g", None), "bad"),)
+
+
+def test_failed_similarity_run_still_shows_its_units(result: EvalResult) -> None:
+    headings = [table.heading for table in similarity_tables(result.items[1].results[SIM])]
+    assert headings == ["ground-truth units", "answer units"]
+
+
+def test_a_registered_display_renders_generically(
+    result: EvalResult, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from offline_scorer.scorers import _registry
+
+    table = StepTable(
+        "things",
+        ("name", "value"),
+        (StepRow(("a", {"k": [1]}), "warn"), StepRow(("b", None))),
+        kind_column=0,
+    )
+    info = _registry.ScorerInfo(
+        id="tabled-scorer",
+        short_id="tabled",
+        factory=dict,
+        options=dict,
+        display=lambda run: [table],
+    )
+    monkeypatch.setitem(_registry._registered(), "tabled", info)
+    run = ScoreResult(run_id="run-t", scorer_id="tabled-scorer", status="scored", score=1.0)
+    page = render_html_report(_with_run(result, run))
+    assert "<h4>things</h4>" in page
+    assert '<tr class="kind-warn"><td><span class="badge warn">a</span></td>' in page
+    assert '<div class="text json">{\n  &#34;k&#34;: [\n    1\n  ]\n}</div>' in page
+    assert '<td><span class="muted">—</span></td>' in page
+
+
+def _with_run(result: EvalResult, run: ScoreResult) -> EvalResult:
+    item = result.items[0].model_copy(update={"results": {run.scorer_id: run}})
+    return result.model_copy(update={"items": [item]})
 
 
 # --------------------------------------------------------------------------- HTML in Chromium
@@ -509,7 +770,12 @@ def test_browser_renders_a_screenshot(browser_report: Path, tmp_path: Path) -> N
 def test_no_url_in_report_strings() -> None:
     """The report code and templates carry no URL that a page could load."""
     folder = Path(__file__).parents[1].joinpath("offline_scorer", "reports")
-    sources = [p for p in folder.rglob("*") if p.suffix in (".py", ".jinja", ".html", ".css", ".js")]
+    sources = [
+        p for p in folder.rglob("*") if p.suffix in (".py", ".jinja", ".html", ".css", ".js")
+    ]
     assert sources
     for source in sources:
-        assert not re.search(r"https?://", source.read_text(encoding="utf-8")), source
+        text = source.read_text(encoding="utf-8")
+        assert not re.search(r"https?://", text), source
+        # Jinja2 autoescaping does all escaping: no hand-written escaping, nothing marked safe.
+        assert "html.escape" not in text and "|safe" not in text, source

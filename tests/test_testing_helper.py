@@ -1,11 +1,11 @@
-"""offline_scorer.testing.assert_score with a function scorer (no model)."""
+"""offline_scorer.testing.assert_score with function scorers and a scripted judge (no model)."""
 
 from __future__ import annotations
 
 import pytest
 
-from offline_scorer import create_scorer
-from offline_scorer.testing import assert_score
+from offline_scorer import PromptStep, create_scorer
+from offline_scorer.testing import FakeJudge, assert_score
 
 
 def scorer():  # type: ignore[no-untyped-def]
@@ -35,3 +35,16 @@ def test_maximum_and_failed_runs() -> None:
     broken = create_scorer(id="broken", generate_score=lambda ctx: 1 / 0)
     with pytest.raises(AssertionError, match="no score"):
         assert_score(broken, output="x", minimum=0)
+
+
+def test_failure_message_shows_step_results_that_are_not_json() -> None:
+    """A label step's result (a LabelScores) is shown too, not a TypeError."""
+    judge = FakeJudge(labels={"yes": -2.3, "no": -0.1})
+    scorer = create_scorer(
+        id="verdict",
+        judge=judge,
+        analyze=PromptStep(lambda ctx: [{"role": "user", "content": "?"}], labels=("yes", "no")),
+        generate_score=lambda ctx: ctx.analyze_result.probabilities["yes"],
+    )
+    with pytest.raises(AssertionError, match=r"below the minimum 0.5(.|\n)*LabelScores\("):
+        assert_score(scorer, output="x", minimum=0.5)

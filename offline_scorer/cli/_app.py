@@ -10,11 +10,11 @@ from typing import Any
 
 import typer
 
-from offline_scorer._exceptions import ConfigurationError, DataError
+from offline_scorer._exceptions import ConfigurationError
 from offline_scorer.evals._agent import LocalAgent
+from offline_scorer.evals._core import check_rows, dataset_facts, parse_thresholds
 from offline_scorer.evals._data import Fields, load_dataset
-from offline_scorer.evals._run import parse_thresholds, run_evals
-from offline_scorer.evals._types import Threshold
+from offline_scorer.evals._run import run_evals
 from offline_scorer.judges._cards import DEFAULT_MODEL
 from offline_scorer.scorers._registry import get_scorer
 
@@ -28,20 +28,6 @@ app = typer.Typer(
 def _fail(message: str) -> None:
     typer.echo(f"error: {message}", err=True)
     raise typer.Exit(2)
-
-
-def _parse_threshold(text: str) -> tuple[str, Threshold]:
-    """``id=0.7`` (minimum) or ``id=0.2..0.9`` (bounds)."""
-    name, sep, value = text.partition("=")
-    if not sep or not name.strip():
-        raise ConfigurationError(f"--threshold {text!r}: use SCORER=MIN or SCORER=MIN..MAX.")
-    low, dots, high = value.partition("..")
-    try:
-        minimum = float(low) if low.strip() else None
-        maximum = float(high) if dots and high.strip() else None
-    except ValueError:
-        raise ConfigurationError(f"--threshold {text!r}: bounds must be numbers.") from None
-    return name.strip(), Threshold(minimum=minimum, maximum=maximum)
 
 
 def _raise_keyboard_interrupt(signum: int, frame: Any) -> None:
@@ -78,7 +64,10 @@ def score(
     junit: Path | None = typer.Option(None, "--junit", help="JUnit XML for CI systems."),
     cache: bool = typer.Option(True, "--cache/--no-cache", help="Reuse finished judge calls."),
     cache_path: Path | None = typer.Option(
-        None, envvar="OFFLINE_SCORER_CACHE_FILE", help="Cache file (default: user cache folder)."
+        None,
+        envvar="OFFLINE_SCORER_CACHE_FILE",
+        help="Cache file (default: user cache folder). With --backend ray every actor opens "
+        "it on its own node: keep it on a local disk, not a network filesystem.",
     ),
     agent: bool = typer.Option(
         False, "--agent", help="Answer rows that have no output with a local agent (same model)."
@@ -115,7 +104,7 @@ def score(
     ),
 ) -> None:
     """Score a dataset; exit 0 when all thresholds pass, 1 when one fails, 2 on bad input."""
-    from offline_scorer import OfflineScorerError
+    from offline_scorer._exceptions import OfflineScorerError
 
     if backend == "ray":
         _score_on_ray(
@@ -137,6 +126,7 @@ def score(
                 "actors": actors,
                 "num_cpus": cpus_per_actor,
                 "num_gpus": gpus_per_actor,
+                "cache": _ray_cache_file(cache, cache_path),
             },
             (agent, fail_fast, allow_pickle or trust_remote_code),
         )
@@ -215,7 +205,7 @@ def _score_on_ray(
     local_only: tuple[bool, bool, bool],
 ) -> None:
     """``score --backend ray``: the same scoring on Ray actors; results written by workers."""
-    from offline_scorer import OfflineScorerError
+    from offline_scorer._exceptions import OfflineScorerError
 
     summary_path, report, junit = reports
     try:
@@ -224,6 +214,7 @@ def _score_on_ray(
                 "--agent, --fail-fast, --allow-pickle and --trust-remote-code need --backend local."
             )
         scorers = [get_scorer(name, language=language) for name in scorer_ids]
+        thresholds = parse_thresholds(threshold, scorers)
         options = {
             **cluster,
             "model": model,
@@ -234,7 +225,7 @@ def _score_on_ray(
         result = run_evals(
             data,
             scorers,
-            thresholds=dict(_parse_threshold(text) for text in threshold),
+            thresholds=thresholds,
             batch_size=batch_size,
             progress=not quiet,
             fields=fields,
@@ -252,6 +243,13 @@ def _score_on_ray(
         if out:
             typer.echo(f"results: {out}/ (one file per block, written by the Ray workers)")
     raise typer.Exit(0 if result.passed else 1)
+
+
+def _ray_cache_file(cache: bool, cache_path: Path | None) -> str | None:
+    """The result cache the Ray actors open: the local default, as an absolute path."""
+    from offline_scorer.judges._cache import default_cache_path
+
+    return str((cache_path or default_cache_path()).absolute()) if cache else None
 
 
 class _Plan:
@@ -300,20 +298,15 @@ def _plan_score(
     )
     judge: Any = CachedJudge(base, cache_path) if cache else base
     scorers = [get_scorer(name, judge=judge, language=language) for name in scorer_ids]
-    if any(s.needs_ground_truth for s in scorers) and dataset.rows_with_ground_truth == 0:
-        raise DataError(
-            f"answer-similarity needs a ground truth, but no row has a "
-            f"'{fields.ground_truth}' value (use --ground-truth-field to name the column)."
-        )
-    thresholds = dict(_parse_threshold(text) for text in threshold)
-    parse_thresholds(thresholds, scorers)
+    check_rows(
+        scorers,
+        dataset_facts(dataset),
+        fields,
+        answers_missing_outputs=agent,
+        remedy="pass --agent to let a local agent answer them",
+    )
+    thresholds = parse_thresholds(threshold, scorers)
     needs_target = bool(dataset.lines_without_output)
-    if needs_target and not agent:
-        lines = dataset.lines_without_output[:10]
-        raise DataError(
-            f"Rows without '{fields.output}' (lines {lines}): add the answers, or pass --agent "
-            "to let a local agent answer them."
-        )
     # The agent answers with the scorers' own judge: one model load, same load options.
     target = LocalAgent(judge=base, batch_size=batch_size) if needs_target else None
     return _Plan(dataset, scorers, target, thresholds)
@@ -337,7 +330,7 @@ class _StreamedLines:
             )
 
     def write(self, item: Any, output: Any, results: Any) -> None:
-        from offline_scorer.reports._html import append_result_lines
+        from offline_scorer.reports import append_result_lines
 
         if self._handle is not None:
             # One write per item: an interrupt never leaves an item half-written.
@@ -364,7 +357,7 @@ class _StreamedLines:
 def _write_reports(
     result: Any, summary: Path | None, report: Path | None, junit: Path | None
 ) -> None:
-    from offline_scorer.reports import _html as _reports
+    from offline_scorer import reports as _reports
 
     if summary:
         _reports.write_summary_json(result, summary)
@@ -406,9 +399,9 @@ def demo(
 
     Rows without an answer are answered by a local agent on the same model.
     """
-    from offline_scorer import OfflineScorerError
+    from offline_scorer._exceptions import OfflineScorerError
     from offline_scorer.judges._factory import shared_judge
-    from offline_scorer.reports._html import write_html_report
+    from offline_scorer.reports import write_html_report
 
     data = Path(__file__).resolve().parent.parent / "demo_data.jsonl"
     try:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import csv
 import json
 import os
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -142,14 +142,10 @@ def load_dataset(
             if keep:
                 items.append(checked)
     if problems and not skip_invalid:
-        shown = "\n".join(f"  line {p.line}: {p.message}" for p in problems[:20])
-        more = f"\n  ... and {len(problems) - 20} more" if len(problems) > 20 else ""
-        raise DataError(
-            f"{source}: {len(problems)} invalid row(s); nothing was scored.\n{shown}{more}\n"
-            "Fix them, or pass --skip-invalid (skip_invalid=True) to score the other rows."
-        )
+        shown = [f"line {p.line}: {p.message}" for p in problems[:20]]
+        raise invalid_rows_error(source, shown, len(problems))
     if count == 0:
-        raise DataError(f"{source}: the dataset has no usable rows.")
+        raise no_usable_rows_error(source)
     return Dataset(
         items if keep else LazyItems(data, fields, count),
         problems,
@@ -157,6 +153,21 @@ def load_dataset(
         lines_without_output,
         rows_with_ground_truth,
     )
+
+
+def invalid_rows_error(source: str, shown: Sequence[str], count: int) -> DataError:
+    """The error for ``count`` invalid rows of ``source``, listing (up to 20 of) ``shown``."""
+    listed = "\n".join(f"  {problem}" for problem in shown[:20])
+    more = f"\n  ... and {count - 20} more" if count > 20 else ""
+    return DataError(
+        f"{source}: {count} invalid row(s); nothing was scored.\n{listed}{more}\n"
+        "Fix them, or pass --skip-invalid (skip_invalid=True) to score the other rows."
+    )
+
+
+def no_usable_rows_error(source: str) -> DataError:
+    """The error for a dataset of which no row can be scored."""
+    return DataError(f"{source}: the dataset has no usable rows.")
 
 
 def _rows(data: Any) -> tuple[str, Iterator[tuple[int, Any]]]:

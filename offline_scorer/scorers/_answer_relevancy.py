@@ -29,6 +29,7 @@ from offline_scorer.scorers._common import (
     text_item,
     unique_in_order,
 )
+from offline_scorer.scorers._display import relevancy_tables
 from offline_scorer.scorers._registry import ScorerInfo, register_scorer
 
 SCORER_ID = "answer-relevancy-scorer"
@@ -304,5 +305,6 @@ register_scorer(
         short_id="answer-relevancy",
         factory=create_answer_relevancy_scorer,
         options=AnswerRelevancyOptions,
+        display=relevancy_tables,
     )
 )

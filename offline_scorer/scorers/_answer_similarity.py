@@ -31,6 +31,7 @@ from offline_scorer.scorers._common import (
     text_item,
     unique_in_order,
 )
+from offline_scorer.scorers._display import similarity_tables
 from offline_scorer.scorers._registry import ScorerInfo, register_scorer
 
 SCORER_ID = "answer-similarity-scorer"
@@ -413,5 +414,6 @@ register_scorer(
         short_id="answer-similarity",
         factory=create_answer_similarity_scorer,
         options=AnswerSimilarityOptions,
+        display=similarity_tables,
     )
 )

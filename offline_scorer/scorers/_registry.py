@@ -8,9 +8,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from offline_scorer._exceptions import UnknownScorerError
+
+if TYPE_CHECKING:
+    from offline_scorer.pipeline._results import ScoreResult
+    from offline_scorer.scorers._display import StepTable
 
 
 @dataclass(frozen=True)
@@ -25,6 +29,8 @@ class ScorerInfo:
     """Builds the scorer from keyword options (its options, plus ``model``/``judge``)."""
     options: type[Any]
     """The scorer's options model (pydantic, unknown names rejected)."""
+    display: Callable[[ScoreResult], list[StepTable]] | None = None
+    """Turns a run's step results into tables for reports (None: reports show them as JSON)."""
 
 
 _SCORERS: dict[str, ScorerInfo] = {}

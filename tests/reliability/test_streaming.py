@@ -1,5 +1,9 @@
 """A 10,000-row dataset streams through run_evals with flat memory (no model needed).
 
+The scorer asks a judge at two steps (a JSON answer, then a text reason), so everything a
+judge keeps per call is inside the measurement; the judge is the scripted ``FakeJudge``
+(public API), which keeps the same bounded call log as the real judges.
+
 Memory is measured with tracemalloc (Python allocations, exact and repeatable), comparing
 1,000 rows with 10,000 rows in the same test: flat means the peak does not grow with the
 number of rows.
@@ -12,8 +16,35 @@ import tracemalloc
 from pathlib import Path
 
 import pytest
+from pydantic import BaseModel
 
-from offline_scorer import create_scorer, load_dataset, run_evals
+from offline_scorer import PromptStep, StepContext, create_scorer, load_dataset, run_evals
+from offline_scorer.judges._protocol import CALL_LOG_SIZE
+from offline_scorer.testing import FakeJudge
+
+BATCH = 16  # 1,000 rows already make more calls than the call log keeps
+
+
+class WordCount(BaseModel):
+    words: int
+
+
+def _ask(ctx: StepContext) -> list[dict[str, str]]:
+    return [
+        {"role": "system", "content": "Count the words of the answer."},
+        {"role": "user", "content": ctx.output_text},
+    ]
+
+
+def _judged_scorer(judge: FakeJudge):  # type: ignore[no-untyped-def]
+    """A custom scorer whose score and reason come from the judge."""
+    return create_scorer(
+        id="words",
+        judge=judge,
+        analyze=PromptStep(_ask, schema=WordCount),
+        generate_score=lambda ctx: min(1.0, ctx.analyze_result["words"] / 40),
+        generate_reason=PromptStep(_ask),
+    )
 
 
 def _write_rows(path: Path, count: int) -> Path:
@@ -29,9 +60,12 @@ def _write_rows(path: Path, count: int) -> Path:
 
 
 def _peak_bytes(path: Path) -> tuple[int, int, float]:
-    scorer = create_scorer(
-        id="words", generate_score=lambda ctx: min(1.0, len(ctx.output_text.split()) / 40)
+    judge = FakeJudge(
+        json={WordCount: lambda prompt, schema: {"words": len(prompt[-1]["content"].split())}},
+        text="Counted.",
+        keep_requests=False,  # the test's own record of requests would grow with the rows
     )
+    scorer = _judged_scorer(judge)
     seen = 0
 
     def count(item, output, results):  # type: ignore[no-untyped-def]
@@ -46,13 +80,18 @@ def _peak_bytes(path: Path) -> tuple[int, int, float]:
             [scorer],
             on_item_complete=count,
             keep_items=False,
-            batch_size=64,
+            batch_size=BATCH,
             progress=False,
         )
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
     assert result.items == [] and seen == result.summary.total_items
+    # Every call is counted, but the judge remembers only the most recent ones.
+    batches = -(-seen // BATCH)
+    assert judge.usage_totals.calls == 2 * batches
+    assert judge.usage_totals.prompts == 2 * seen
+    assert len(judge.call_log) == CALL_LOG_SIZE
     return peak, seen, result.scores["words"] or 0.0
 
 

@@ -1,11 +1,5 @@
-"""The judge: the only code that asks a model for anything.
-
-A judge has two batch calls. ``generate_json(prompts, schema)`` returns one validated
-pydantic object per prompt; ``generate_text(prompts)`` one string per prompt. Prompts are
-lists of chat messages (``{"role": ..., "content": ...}``). Results come back in the order
-of the prompts. Every implementation (the transformers judge, the replay judge, the result
-cache) satisfies the :class:`Judge` protocol without inheriting from anything.
-"""
+"""The transformers judge: a local model with Outlines-constrained JSON, free text, and
+label probabilities read from one forward pass (see ``judges/_protocol.py``)."""
 
 from __future__ import annotations
 
