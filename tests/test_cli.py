@@ -208,12 +208,14 @@ def test_interrupted_and_killed_runs_resume_from_cache_with_identical_results(
     ]
     env = {**os.environ, "OFFLINE_SCORER_CACHE": str(session_cache)}
 
-    # SIGTERM (like Ctrl-C) once the first item's three judge calls are cached: exit 130,
-    # the finished items are written, whole.
+    # SIGTERM (like Ctrl-C) once the second item's first judge call is cached: the first
+    # item (three calls) has then finished and been handed to the writer, so it must be in
+    # the output (waiting for only three calls raced the writer). Exit 130, finished items
+    # written whole.
     process = subprocess.Popen(
         [*CLI, *args], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
     )
-    first = _wait_for_cached_calls(cache, process, 3)
+    first = _wait_for_cached_calls(cache, process, 4)
     process.send_signal(signal.SIGTERM)
     _, stderr = process.communicate(timeout=120)
     assert process.returncode == 130, stderr
