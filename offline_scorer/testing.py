@@ -35,10 +35,10 @@ from offline_scorer.judges._protocol import (
     CallLog,
     ItemUsage,
     JudgeCall,
+    KeepsCallLog,
     LabelsArg,
     LabelScores,
     SchemaArg,
-    UsageTotals,
     finish,
     labels_per_prompt,
     parse_json_output,
@@ -166,7 +166,7 @@ class FakeRequest:
         return users[-1] if users else ""
 
 
-class FakeJudge:
+class FakeJudge(KeepsCallLog):
     """A scripted judge: answers come from the test, no model is loaded.
 
     For each prompt the first matching ``rules`` entry answers; otherwise the answer for
@@ -243,16 +243,6 @@ class FakeJudge:
         self._log = CallLog()
         self._lock = threading.Lock()
         self._calls = 0
-
-    @property
-    def call_log(self) -> list[JudgeCall]:
-        """The most recent calls (at most 64), oldest first."""
-        return self._log.recent()
-
-    @property
-    def usage_totals(self) -> UsageTotals:
-        """Totals over every call this judge answered."""
-        return self._log.totals
 
     def generate_json(
         self,

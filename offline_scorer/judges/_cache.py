@@ -26,10 +26,10 @@ from offline_scorer.judges._protocol import (
     Judge,
     JudgeCall,
     JudgeWrapper,
+    KeepsCallLog,
     LabelsArg,
     LabelScores,
     SchemaArg,
-    UsageTotals,
     finish,
     label_request_text,
     labels_per_prompt,
@@ -96,7 +96,7 @@ class ResultCache:
         return int(self._connect().execute("SELECT COUNT(*) FROM answers").fetchone()[0])
 
 
-class CachedJudge(JudgeWrapper):
+class CachedJudge(KeepsCallLog, JudgeWrapper):
     """Serves answers from a :class:`ResultCache` and asks the inner judge only for misses.
 
     Failed answers are not cached: a later run asks again.
@@ -117,16 +117,6 @@ class CachedJudge(JudgeWrapper):
         self._log = CallLog()
         self.hits = 0
         self.misses = 0
-
-    @property
-    def call_log(self) -> list[JudgeCall]:
-        """This judge's recent calls; items served from the cache are marked ``cached``."""
-        return self._log.recent()
-
-    @property
-    def usage_totals(self) -> UsageTotals:
-        """Totals over every call this judge made."""
-        return self._log.totals
 
     def generate_json(
         self,

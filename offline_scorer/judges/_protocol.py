@@ -184,6 +184,22 @@ class CallLog:
             return list(self._recent)
 
 
+class KeepsCallLog:
+    """Gives a judge ``call_log`` and ``usage_totals`` from its ``_log`` (a :class:`CallLog`)."""
+
+    _log: CallLog
+
+    @property
+    def call_log(self) -> list[JudgeCall]:
+        """The most recent calls (at most :data:`CALL_LOG_SIZE`), oldest first."""
+        return self._log.recent()
+
+    @property
+    def usage_totals(self) -> UsageTotals:
+        """Totals over every call this judge made."""
+        return self._log.totals
+
+
 @runtime_checkable
 class Judge(Protocol):
     """What every judge offers. See the module docstring."""

@@ -29,6 +29,7 @@ from offline_scorer.judges._protocol import (
     Judge,
     JudgeCall,
     JudgeWrapper,
+    KeepsCallLog,
     LabelsArg,
     LabelScores,
     SchemaArg,
@@ -64,7 +65,7 @@ def write_json_atomically(path: Path, value: Any) -> None:
     write_text_atomically(path, text)
 
 
-class ReplayJudge:
+class ReplayJudge(KeepsCallLog):
     """A judge that answers from a recording file and never loads a model.
 
     A request with no recording raises :class:`ReplayMissError` showing the unmatched prompt
@@ -103,11 +104,6 @@ class ReplayJudge:
     def fingerprint(self) -> str:
         """The recorded model's fingerprint."""
         return self._fingerprint
-
-    @property
-    def call_log(self) -> list[JudgeCall]:
-        """The most recent calls, oldest first."""
-        return self._log.recent()
 
     def generate_json(
         self,

@@ -22,9 +22,9 @@ from offline_scorer.judges._protocol import (
     CallLog,
     ItemUsage,
     JudgeCall,
+    KeepsCallLog,
     LabelsArg,
     SchemaArg,
-    UsageTotals,
     finish,
     labels_per_prompt,
     parse_json_output,
@@ -56,7 +56,7 @@ class _Encoded:
     prefill: str = ""
 
 
-class TransformersJudge:
+class TransformersJudge(KeepsCallLog):
     """A judge running a local transformers model, with Outlines-constrained JSON.
 
     The model loads on first use (or :meth:`load`), fully offline. Decoding is greedy.
@@ -154,16 +154,6 @@ class TransformersJudge:
             assert not isinstance(self._reference, LoadedModel)
             self._fingerprint = model_fingerprint(resolve_model(self._reference))
         return self._fingerprint
-
-    @property
-    def call_log(self) -> list[JudgeCall]:
-        """The most recent calls (at most 64), oldest first."""
-        return self._log.recent()
-
-    @property
-    def usage_totals(self) -> UsageTotals:
-        """Totals over every call this judge made."""
-        return self._log.totals
 
     # ------------------------------------------------------------------ calls
 
@@ -267,7 +257,6 @@ class TransformersJudge:
             outcomes = score_label_rows(
                 loaded,
                 [(item.token_ids, per_prompt[item.position]) for item in valid],
-                self.settings.batch_size,
                 hidden_state=hidden_state,
             )
             for item, (outcome, usage) in zip(valid, outcomes, strict=True):

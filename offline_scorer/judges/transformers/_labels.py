@@ -76,7 +76,6 @@ def _plan(request: int, prompt_ids: list[int], labels: Sequence[str], tokenizer:
 def score_label_rows(
     loaded: LoadedModel,
     requests: Sequence[tuple[list[int], Sequence[str]]],
-    batch_size: int,
     *,
     hidden_state: bool = False,
 ) -> list[tuple[LabelScores | BaseException, ItemUsage]]:
@@ -86,8 +85,6 @@ def score_label_rows(
         loaded: the model and tokenizer.
         requests: per prompt, its token ids (chat template applied, prefill included) and
             its allowed labels.
-        batch_size: kept for the judge's settings; each row runs alone (see the module
-            docstring).
         hidden_state: also read the last-layer hidden state at the prompt's last token
             (taken from the request's first row).
     """
