@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 # The CPU build of torch; set TORCH_SPEC to another requirement (e.g. a CUDA build) if you need one.
 TORCH_SPEC ?= torch==2.13.0
 
-.PHONY: install demo test test-fast lint bench clean
+.PHONY: install demo report-png test test-fast lint bench clean
 
 $(STAMP): pyproject.toml Makefile
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -26,6 +26,10 @@ install: $(STAMP)
 
 demo: $(STAMP)
 	$(BIN)/offline-scorer demo
+
+# docs/report.png: a screenshot of the report that the demo writes (runs the demo; needs chromium).
+report-png: $(STAMP)
+	$(BIN)/python docs/make_report_png.py
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q --durations=15

@@ -205,6 +205,12 @@ def test_interrupted_and_killed_runs_resume_from_cache_with_identical_results(
         "--out",
         str(out),
         "-q",
+        # Generated verdicts: three judge calls per item, slow enough to interrupt midway
+        # (read verdicts make one call per item and finish these five rows in seconds).
+        "--verdicts",
+        "generate",
+        "--extraction",
+        "model",
     ]
     env = {**os.environ, "OFFLINE_SCORER_CACHE": str(session_cache)}
 
@@ -241,7 +247,12 @@ def test_interrupted_and_killed_runs_resume_from_cache_with_identical_results(
     assert resumed.returncode == 0, resumed.stderr
     summary = json.loads((folder / "resumed-summary.json").read_text())
     assert summary["cache_hits"] >= second  # finished calls were not recomputed
-    fresh = [json.loads(line) for line in (folder / "results.jsonl").read_text().splitlines()]
     again = [json.loads(line) for line in out.read_text().splitlines()]
+    uninterrupted = folder / "uninterrupted.jsonl"
+    plain = [a if a != str(out) else str(uninterrupted) for a in args if a != str(cache)]
+    plain[plain.index("--cache-path")] = "--no-cache"
+    done = run_cli(*plain, env={"OFFLINE_SCORER_CACHE": str(session_cache)})
+    assert done.returncode == 0, done.stderr
+    fresh = [json.loads(line) for line in uninterrupted.read_text().splitlines()]
     pick = lambda rows: [(r["item_id"], r["score"], r["reason"]) for r in rows]  # noqa: E731
     assert pick(again) == pick(fresh)

@@ -187,6 +187,15 @@ def dying_judge(marker: Path, log: Path) -> DiesOnFirstBatch:
     return DiesOnFirstBatch(marker, log)
 
 
+def generated_relevancy() -> Any:
+    """The relevancy scorer with generated verdicts: what the recording holds.
+
+    (By name, the scorer would resolve to the embedded card's read verdicts; the options
+    resolved on the driver travel to the actors.)
+    """
+    return get_scorer("answer-relevancy", verdicts="generate", extraction="model")
+
+
 def test_a_dead_actor_is_restarted_and_every_item_scored_once(
     ray_cluster: None, tmp_path: Path
 ) -> None:
@@ -200,7 +209,7 @@ def test_a_dead_actor_is_restarted_and_every_item_scored_once(
     marker, log = tmp_path / "died", tmp_path / "asked.log"
     result = run_evals(
         data,
-        ["answer-relevancy"],
+        [generated_relevancy()],
         batch_size=3,
         progress=False,
         backend="ray",
@@ -243,7 +252,7 @@ def test_the_actors_share_the_result_cache_and_report_its_hits(
     options = {"actors": 2, "num_cpus": 1, "judge_factory": partial(ReplayJudge, RECORDING)}
     first = run_evals(
         data,
-        ["answer-relevancy"],
+        [generated_relevancy()],
         batch_size=2,
         progress=False,
         backend="ray",

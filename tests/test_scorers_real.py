@@ -1,9 +1,11 @@
-"""Both scorers end to end with the REAL embedded model on our own cases.
+"""Both scorers end to end with the REAL embedded model on our own cases, generated verdicts.
 
-A 135M model is a weak judge: these tests assert what the pipeline guarantees (every run
-completes, outputs validate, statements and verdicts line up, scores stay in range,
-reasons and prompts are recorded), not the quality of its judgments. Agreement with
-people is measured by benchmarks/, not asserted here.
+These run the reference's procedure (``verdicts="generate", extraction="model"``: the judge
+writes statements, units and verdicts in constrained JSON). The embedded card's default,
+read verdicts, is tested in test_verdicts.py. A 135M model is a weak judge: these tests
+assert what the pipeline guarantees (every run completes, outputs validate, statements and
+verdicts line up, scores stay in range, reasons and prompts are recorded), not the quality
+of its judgments. Agreement with people is measured by benchmarks/, not asserted here.
 """
 
 from __future__ import annotations
@@ -18,18 +20,19 @@ from offline_scorer import (
 )
 
 pytestmark = pytest.mark.slow
+GENERATED = {"verdicts": "generate", "extraction": "model"}
 
 
 @pytest.fixture(scope="module")
 def relevancy_results(judge: TransformersJudge):  # type: ignore[no-untyped-def]
-    scorer = create_answer_relevancy_scorer(judge=judge)
+    scorer = create_answer_relevancy_scorer(judge=judge, **GENERATED)
     runs = [dict(case, run_id=name) for name, case in RELEVANCY_CASES.items()]
     return {result.run_id: result for result in scorer.run_batch(runs)}
 
 
 @pytest.fixture(scope="module")
 def similarity_results(judge: TransformersJudge):  # type: ignore[no-untyped-def]
-    scorer = create_answer_similarity_scorer(judge=judge)
+    scorer = create_answer_similarity_scorer(judge=judge, **GENERATED)
     runs = [dict(case, run_id=name) for name, case in SIMILARITY_CASES.items()]
     return {result.run_id: result for result in scorer.run_batch(runs)}
 
@@ -91,7 +94,7 @@ def test_exact_match_scores_at_least_the_contradiction(similarity_results) -> No
 
 
 def test_run_batch_equals_single_runs_with_one_call_per_stage(judge: TransformersJudge) -> None:
-    scorer = create_answer_relevancy_scorer(judge=judge)
+    scorer = create_answer_relevancy_scorer(judge=judge, **GENERATED)
     runs = [dict(RELEVANCY_CASES[name], run_id=name) for name in ("relevant", "off_topic")]
     last_before = judge.call_log[-1].number if judge.call_log else 0
     batch = scorer.run_batch(runs)
@@ -105,7 +108,7 @@ def test_run_batch_equals_single_runs_with_one_call_per_stage(judge: Transformer
 
 
 def test_french_prompts_and_reason(judge: TransformersJudge) -> None:
-    scorer = create_answer_similarity_scorer(judge=judge, language="fr")
+    scorer = create_answer_similarity_scorer(judge=judge, language="fr", **GENERATED)
     result = scorer.run(
         input="Quelle est la capitale de la France ?",
         output="Paris est la capitale de la France.",

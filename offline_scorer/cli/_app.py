@@ -53,6 +53,18 @@ def score(
     ),
     batch_size: int = typer.Option(8, envvar="OFFLINE_SCORER_BATCH_SIZE", help="Items per batch."),
     language: str = typer.Option("en", envvar="OFFLINE_SCORER_LANGUAGE", help="en or fr."),
+    verdicts: str = typer.Option(
+        "auto",
+        help="read (verdict probabilities: the card's fitted verdict model, else the judge's "
+        "label probabilities), generate (the judge writes verdicts), auto (read when the "
+        "card has a verdict model).",
+    ),
+    scoring: str = typer.Option(
+        "auto", help="hard, expected (formula over probabilities) or auto (the card's choice)."
+    ),
+    extraction: str = typer.Option(
+        "auto", help="model (the judge lists statements), split (sentence splitter) or auto."
+    ),
     threshold: list[str] = typer.Option(
         [], "--threshold", "-t", help="SCORER=MIN or SCORER=MIN..MAX; exit 1 when one fails."
     ),
@@ -114,7 +126,12 @@ def score(
             device,
             dtype,
             batch_size,
-            language,
+            {
+                "language": language,
+                "verdicts": verdicts,
+                "scoring": scoring,
+                "extraction": extraction,
+            },
             threshold,
             out,
             (summary_path, report, junit),
@@ -142,7 +159,12 @@ def score(
             device,
             dtype,
             batch_size,
-            language,
+            {
+                "language": language,
+                "verdicts": verdicts,
+                "scoring": scoring,
+                "extraction": extraction,
+            },
             threshold,
             cache,
             cache_path,
@@ -194,7 +216,7 @@ def _score_on_ray(
     device: str,
     dtype: str,
     batch_size: int,
-    language: str,
+    scorer_options: dict[str, Any],
     threshold: list[str],
     out: Path | None,
     reports: tuple[Path | None, Path | None, Path | None],
@@ -213,7 +235,7 @@ def _score_on_ray(
             raise ConfigurationError(
                 "--agent, --fail-fast, --allow-pickle and --trust-remote-code need --backend local."
             )
-        scorers = [get_scorer(name, language=language) for name in scorer_ids]
+        scorers = [get_scorer(name, **scorer_options) for name in scorer_ids]
         thresholds = parse_thresholds(threshold, scorers)
         options = {
             **cluster,
@@ -269,7 +291,7 @@ def _plan_score(
     device: str,
     dtype: str,
     batch_size: int,
-    language: str,
+    scorer_options: dict[str, Any],
     threshold: list[str],
     cache: bool,
     cache_path: Path | None,
@@ -297,7 +319,7 @@ def _plan_score(
         trust_remote_code=trust_remote_code,
     )
     judge: Any = CachedJudge(base, cache_path) if cache else base
-    scorers = [get_scorer(name, judge=judge, language=language) for name in scorer_ids]
+    scorers = [get_scorer(name, judge=judge, **scorer_options) for name in scorer_ids]
     check_rows(
         scorers,
         dataset_facts(dataset),

@@ -50,6 +50,15 @@ class ModelSource(BaseModel):
     install: str | None = None
 
 
+class VerdictModelFile(BaseModel):
+    """A card's fitted verdict models: a JSON file next to the card, checked by sha256."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    file: str
+    sha256: str
+
+
 class ModelCard(BaseModel):
     """One known model: where its weights are and how to run it."""
 
@@ -63,7 +72,13 @@ class ModelCard(BaseModel):
     chat_format: str
     recommended_dtype: str = "auto"
     recommended_batch_size: int = 8
+    extraction: Literal["model", "split"] = "model"
+    """How the built-in scorers extract statements and units by default: the judge writes
+    them (``model``) or a deterministic sentence splitter cuts them (``split``, for judges
+    too small to list statements faithfully)."""
     source: ModelSource
+    verdicts: VerdictModelFile | None = None
+    """Verdict models fitted for this judge (scorers read verdicts with them by default)."""
 
 
 def list_model_cards() -> list[ModelCard]:
@@ -73,6 +88,13 @@ def list_model_cards() -> list[ModelCard]:
         with path.open("rb") as handle:
             cards.append(ModelCard.model_validate(tomllib.load(handle)))
     return cards
+
+
+def card_for(reference: object) -> ModelCard | None:
+    """The card a model reference names, or None (a path, a loaded model, an unknown name)."""
+    if not isinstance(reference, str) or os.sep in reference or Path(reference).exists():
+        return None
+    return {card.name: card for card in list_model_cards()}.get(reference)
 
 
 def get_model_card(name: str) -> ModelCard:

@@ -8,9 +8,9 @@ from offline_scorer.scorers._answer_relevancy import (
 from offline_scorer.scorers._answer_similarity import (
     AnswerSimilarityOptions,
     create_answer_similarity_scorer,
-    similarity_score,
 )
 from offline_scorer.scorers._common import round_half_up
+from offline_scorer.scorers._similarity_score import similarity_score
 
 __all__ = [
     "AnswerRelevancyOptions",

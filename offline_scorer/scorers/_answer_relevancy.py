@@ -4,6 +4,11 @@ Pipeline: preprocess splits the answer into statements; analyze gives one verdic
 statement (``yes`` / ``unsure`` / ``no``); the score is
 ``round_half_up((#yes + uncertainty_weight * #unsure) / n * scale)``; a short reason
 explains it.
+
+How statements are extracted, verdicts reached and the score computed depends on three
+options resolved from the judge's card (``scorers/_modes.py``): with the embedded card the
+answer is split into sentences, each verdict's probabilities are read from the fitted
+verdict model, and the score is the formula's expected value over those probabilities.
 """
 
 from __future__ import annotations
@@ -30,7 +35,22 @@ from offline_scorer.scorers._common import (
     unique_in_order,
 )
 from offline_scorer.scorers._display import relevancy_tables
+from offline_scorer.scorers._modes import (
+    ExtractionMode,
+    Modes,
+    ScoringMode,
+    VerdictsMode,
+    resolve_modes,
+)
 from offline_scorer.scorers._registry import ScorerInfo, register_scorer
+from offline_scorer.scorers._split import split_answer
+from offline_scorer.scorers._verdicts import (
+    RELEVANCY_LABELS,
+    VerdictModels,
+    best_label,
+    ordered,
+    relevancy_evidence,
+)
 
 SCORER_ID = "answer-relevancy-scorer"
 TEMPLATES = "answer-relevancy"
@@ -55,6 +75,22 @@ class AnswerRelevancyOptions(BaseModel):
         "not fit the model's context window.",
     )
     chunk_chars: int = Field(3000, ge=50, description="Chunk size, in characters.")
+    verdicts: VerdictsMode = Field(
+        "auto",
+        description="read (verdict probabilities from the card's fitted verdict model, or "
+        "the judge's label probabilities), generate (the judge writes each verdict and "
+        "reason), or auto (read when the card ships a verdict model).",
+    )
+    scoring: ScoringMode = Field(
+        "auto",
+        description="hard (the formula over the most probable labels), expected (the "
+        "formula over the label probabilities), or auto (the card's choice, else hard).",
+    )
+    extraction: ExtractionMode = Field(
+        "auto",
+        description="model (the judge lists the statements), split (a sentence splitter "
+        "does), or auto (the card's choice).",
+    )
 
 
 class Verdict(BaseModel):
@@ -133,6 +169,29 @@ def relevancy_score(
     return round_half_up(points / len(labels) * scale)
 
 
+def expected_relevancy_score(
+    probabilities: Sequence[Mapping[str, float]],
+    *,
+    uncertainty_weight: float = 0.3,
+    scale: float = 1,
+) -> float:
+    """The relevancy formula over label probabilities instead of hard labels.
+
+    Each statement adds ``P(yes) + uncertainty_weight * P(unsure)`` instead of 1, the weight
+    or 0; with one-hot probabilities this is exactly :func:`relevancy_score`.
+
+    Example:
+        >>> expected_relevancy_score([{"yes": 0.5, "unsure": 0.5, "no": 0.0}])
+        0.65
+    """
+    if not probabilities:
+        return 0.0
+    points = sum(
+        p.get("yes", 0.0) + uncertainty_weight * p.get("unsure", 0.0) for p in probabilities
+    )
+    return round_half_up(points / len(probabilities) * scale)
+
+
 # ------------------------------------------------------------------------ steps
 
 
@@ -200,8 +259,54 @@ def _analyze_result(ctx: StepContext, answer: Any) -> dict[str, Any]:
     return {"results": [{"result": v.result, "reason": v.reason} for v in answer.results]}
 
 
+def _split_statements(ctx: StepContext) -> dict[str, Any]:
+    return {"statements": split_answer(ctx.output_text)}
+
+
+def _read_with(models: VerdictModels) -> Any:
+    """The analyze step reading each verdict from the fitted verdict model."""
+
+    def analyze(ctx: StepContext) -> dict[str, Any]:
+        statements = ctx.preprocess_result["statements"]
+        if not statements:
+            return {"results": []}
+        from offline_scorer.judges.embeddings import shared_embedder
+
+        evidence = relevancy_evidence(
+            shared_embedder(models.embedder), ctx.input_text, statements, ctx.output_text
+        )
+        return {"results": [_verdict(models.models.relevancy.probabilities(f)) for f in evidence]}
+
+    return analyze
+
+
+def _verdict(probabilities: Mapping[str, float]) -> dict[str, Any]:
+    return {
+        "result": best_label(probabilities, RELEVANCY_LABELS),
+        "probabilities": ordered(probabilities, RELEVANCY_LABELS),
+    }
+
+
+def _render_label_reads(ctx: StepContext) -> Any:
+    """One label-reading prompt per statement (the judge's own label probabilities)."""
+    statements = ctx.preprocess_result["statements"]
+    if not statements:
+        return Skip({"results": []})
+    prompts = [
+        render_prompt(TEMPLATES, ctx.language, "verdict", {"input": ctx.input_text, "statement": s})
+        for s in statements
+    ]
+    return Parts(prompts=prompts, merge=lambda ctx, parts: {"results": parts})
+
+
 def _score(ctx: StepContext) -> float:
     options: AnswerRelevancyOptions = ctx.options
+    if options.scoring == "expected":
+        return expected_relevancy_score(
+            [v["probabilities"] for v in ctx.analyze_result["results"]],
+            uncertainty_weight=options.uncertainty_weight,
+            scale=options.scale,
+        )
     return relevancy_score(
         ctx.analyze_result["results"],
         uncertainty_weight=options.uncertainty_weight,
@@ -241,6 +346,9 @@ def create_answer_relevancy_scorer(
     language: str = "en",
     split_long_answers: bool = False,
     chunk_chars: int = 3000,
+    verdicts: VerdictsMode = "auto",
+    scoring: ScoringMode = "auto",
+    extraction: ExtractionMode = "auto",
     **judge_settings: Any,
 ) -> Scorer:
     """Build the answer relevancy scorer.
@@ -257,6 +365,10 @@ def create_answer_relevancy_scorer(
             ``chunk_chars`` characters at sentence ends for the preprocess step, the
             statements are merged, and long statement lists are judged in groups.
         chunk_chars: the chunk size when splitting (at least 50).
+        verdicts: ``read``, ``generate`` or ``auto`` (see ``scorers/_modes.py``; ``auto``
+            reads from the card's fitted verdict model when it has one).
+        scoring: ``hard``, ``expected`` or ``auto`` (the card's choice).
+        extraction: ``model``, ``split`` or ``auto`` (the card's choice).
         **judge_settings: passed to the judge built for ``model`` (device, dtype, batch_size,
             max_new_tokens_json, max_new_tokens_text, ...).
 
@@ -268,35 +380,61 @@ def create_answer_relevancy_scorer(
         >>> scorer.run(input="Capital of France?", output="Paris.").score  # doctest: +SKIP
         1.0
     """
-    options = build_options(
-        AnswerRelevancyOptions,
-        SCORER_ID,
-        {
-            "uncertainty_weight": uncertainty_weight,
-            "scale": scale,
-            "split_long_answers": split_long_answers,
-            "chunk_chars": chunk_chars,
-        },
-    )
+    values = {
+        "uncertainty_weight": uncertainty_weight,
+        "scale": scale,
+        "split_long_answers": split_long_answers,
+        "chunk_chars": chunk_chars,
+        "verdicts": verdicts,
+        "scoring": scoring,
+        "extraction": extraction,
+    }
+    build_options(AnswerRelevancyOptions, SCORER_ID, values)
     from offline_scorer.pipeline._prompts import check_language
 
     check_language(language)
+    modes = resolve_modes("relevancy", judge, model, verdicts, scoring, extraction)
+    values.update(verdicts=modes.verdicts, scoring=modes.scoring, extraction=modes.extraction)
+    options = build_options(AnswerRelevancyOptions, SCORER_ID, values)
+    preprocess, analyze = _steps(modes)
     return create_scorer(
         id=SCORER_ID,
         name="Answer Relevancy",
         description="How well the answer addresses the question: completeness and focus.",
         judge=judge_source(judge, model, judge_settings),
-        preprocess=PromptStep(
-            _render_preprocess,
-            schema=_statements_schema,
-            to_result=lambda ctx, answer: {"statements": unique_in_order(answer.statements)},
-        ),
-        analyze=PromptStep(_render_analyze, schema=_analyze_schema, to_result=_analyze_result),
+        preprocess=preprocess,
+        analyze=analyze,
         generate_score=_score,
         generate_reason=PromptStep(_render_reason),
         options=options,
         language=language,
     )
+
+
+def _steps(modes: Modes) -> tuple[Any, Any]:
+    """The preprocess and analyze steps for the resolved modes."""
+    preprocess: Any = (
+        _split_statements
+        if modes.extraction == "split"
+        else PromptStep(
+            _render_preprocess,
+            schema=_statements_schema,
+            to_result=lambda ctx, answer: {"statements": unique_in_order(answer.statements)},
+        )
+    )
+    if modes.verdicts == "generate":
+        analyze: Any = PromptStep(
+            _render_analyze, schema=_analyze_schema, to_result=_analyze_result
+        )
+    elif modes.models is not None:
+        analyze = _read_with(modes.models)
+    else:
+        analyze = PromptStep(
+            _render_label_reads,
+            labels=RELEVANCY_LABELS,
+            to_result=lambda ctx, scores: _verdict(scores.probabilities),
+        )
+    return preprocess, analyze
 
 
 register_scorer(

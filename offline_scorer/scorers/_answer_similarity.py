@@ -4,11 +4,16 @@ Pipeline: preprocess breaks both texts into semantic units; analyze matches ever
 ground-truth unit to the answer (exact / semantic / partial / missing) and lists extra
 answer units and contradictions; the score follows the reference formula (see
 :func:`similarity_score`); a short reason explains it.
+
+With the embedded card (``scorers/_modes.py``) both texts are split into units, each
+reference unit's match is read from the fitted verdict model against every answer unit
+(the answer unit with the most expected points wins), and the score is the formula over
+the match probabilities. Read verdicts list no contradictions (the verdict model has no
+contradiction class yet); extra answer units are those the model matches to nothing.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
 from functools import lru_cache
 from typing import Any, Literal, Optional
 
@@ -27,12 +32,22 @@ from offline_scorer.scorers._common import (
     format_score,
     item_limit,
     judge_source,
-    round_half_up,
     text_item,
     unique_in_order,
 )
 from offline_scorer.scorers._display import similarity_tables
+from offline_scorer.scorers._modes import (
+    ExtractionMode,
+    Modes,
+    ScoringMode,
+    VerdictsMode,
+    resolve_modes,
+)
 from offline_scorer.scorers._registry import ScorerInfo, register_scorer
+from offline_scorer.scorers._similarity_read import read_with, render_label_reads
+from offline_scorer.scorers._similarity_score import expected_similarity_score, similarity_score
+from offline_scorer.scorers._split import split_answer, split_reference
+from offline_scorer.scorers._verdicts import SIMILARITY_LABELS
 
 SCORER_ID = "answer-similarity-scorer"
 TEMPLATES = "answer-similarity"
@@ -63,6 +78,24 @@ class AnswerSimilarityOptions(BaseModel):
         0.05, ge=0, description="Lost per extra unit (max 0.2)."
     )
     scale: FiniteFloat = Field(1, gt=0, description="The maximum score.")
+    verdicts: VerdictsMode = Field(
+        "auto", description="read, generate or auto (read when the card has a verdict model)."
+    )
+    scoring: ScoringMode = Field(
+        "auto", description="hard, expected or auto (the card's choice, else hard)."
+    )
+    extraction: ExtractionMode = Field(
+        "auto", description="model, split or auto (the card's choice)."
+    )
+
+    def points(self) -> dict[str, float]:
+        """What one reference unit's match adds to the formula's sum, per match type."""
+        return {
+            "exact": 1 + self.exact_match_bonus,
+            "semantic": self.semantic_threshold,
+            "partial": self.semantic_threshold * 0.5,
+            "missing": -self.missing_penalty,
+        }
 
 
 class UnitMatch(BaseModel):
@@ -189,64 +222,6 @@ def _match_type_for(position: int, unit: str, out_type: Any) -> Any:
     return found | missing
 
 
-def similarity_score(
-    match_types: Sequence[str | Mapping[str, Any]],
-    *,
-    contradictions: int | Sequence[Any] = 0,
-    extra_units: int | Sequence[Any] = 0,
-    semantic_threshold: float = 0.8,
-    exact_match_bonus: float = 0.2,
-    missing_penalty: float = 0.15,
-    contradiction_penalty: float = 1.0,
-    extra_info_penalty: float = 0.05,
-    scale: float = 1,
-) -> float:
-    """The answer similarity score, exactly as the reference computes it.
-
-    ::
-
-        points = sum(1 + bonus if exact, threshold if semantic, threshold / 2 if partial,
-                     -missing_penalty if missing)
-        s = points / (N * (1 + bonus)) - contradictions * contradiction_penalty
-            - min(extra_units * extra_info_penalty, 0.2)
-        score = round_half_up(clamp(s, 0, 1) * scale)
-
-    Args:
-        match_types: one match type (or match dict with ``match_type``) per ground-truth unit.
-        contradictions: the number of contradictions, or the list of them.
-        extra_units: the number of extra answer units, or the list of them.
-
-    Returns:
-        The score; 0 when there are no matches.
-
-    Example:
-        >>> similarity_score(["exact", "exact", "missing"])
-        0.63
-    """
-    count = len(match_types)
-    if count == 0:
-        return 0.0
-    points = 0.0
-    for match in match_types:
-        kind = str(match.get("match_type") if isinstance(match, Mapping) else match)
-        kind = kind.strip().lower()
-        if kind == "exact":
-            points += 1 + exact_match_bonus
-        elif kind == "semantic":
-            points += semantic_threshold
-        elif kind == "partial":
-            points += semantic_threshold * 0.5
-        elif kind == "missing":
-            points -= missing_penalty
-    n_contradictions = contradictions if isinstance(contradictions, int) else len(contradictions)
-    n_extra = extra_units if isinstance(extra_units, int) else len(extra_units)
-    value = points / (count * (1 + exact_match_bonus))
-    value -= n_contradictions * contradiction_penalty
-    value -= min(n_extra * extra_info_penalty, 0.2)
-    value = min(max(value, 0.0), 1.0)
-    return round_half_up(value * scale)
-
-
 # ------------------------------------------------------------------------ steps
 
 
@@ -316,9 +291,31 @@ def _norm(text: str) -> str:
     return " ".join(text.split()).casefold()
 
 
+def _split_units(ctx: StepContext) -> dict[str, Any]:
+    rendered = _render_preprocess(ctx)  # raises when a required ground truth is missing
+    if isinstance(rendered, Skip):
+        return dict(rendered.result)
+    return {
+        "output_units": split_answer(ctx.output_text),
+        "ground_truth_units": split_reference(ground_truth_text(ctx.ground_truth)),
+    }
+
+
 def _score(ctx: StepContext) -> float:
     options: AnswerSimilarityOptions = ctx.options
     analysis = ctx.analyze_result
+    if options.scoring == "expected":
+        return expected_similarity_score(
+            [m["probabilities"] for m in analysis["matches"]],
+            contradictions=analysis["contradictions"],
+            extra_units=analysis["extra_in_output"],
+            semantic_threshold=options.semantic_threshold,
+            exact_match_bonus=options.exact_match_bonus,
+            missing_penalty=options.missing_penalty,
+            contradiction_penalty=options.contradiction_penalty,
+            extra_info_penalty=options.extra_info_penalty,
+            scale=options.scale,
+        )
     return similarity_score(
         analysis["matches"],
         contradictions=analysis["contradictions"],
@@ -357,6 +354,9 @@ def create_answer_similarity_scorer(
     extra_info_penalty: float = 0.05,
     scale: float = 1,
     language: str = "en",
+    verdicts: VerdictsMode = "auto",
+    scoring: ScoringMode = "auto",
+    extraction: ExtractionMode = "auto",
     **judge_settings: Any,
 ) -> Scorer:
     """Build the answer similarity scorer.
@@ -374,38 +374,64 @@ def create_answer_similarity_scorer(
         extra_info_penalty: score lost per extra answer unit, at most 0.2 in total.
         scale: the maximum score (> 0).
         language: prompt and reason language, ``en`` or ``fr``.
+        verdicts: ``read``, ``generate`` or ``auto`` (see ``scorers/_modes.py``; ``auto``
+            reads from the card's fitted verdict model when it has one).
+        scoring: ``hard``, ``expected`` or ``auto`` (the card's choice).
+        extraction: ``model``, ``split`` or ``auto`` (the card's choice).
         **judge_settings: passed to the judge built for ``model``.
 
     Raises:
         ValueError: an option is negative, not finite, or ``scale`` is not positive.
     """
-    options = build_options(
-        AnswerSimilarityOptions,
-        SCORER_ID,
-        {
-            "require_ground_truth": require_ground_truth,
-            "semantic_threshold": semantic_threshold,
-            "exact_match_bonus": exact_match_bonus,
-            "missing_penalty": missing_penalty,
-            "contradiction_penalty": contradiction_penalty,
-            "extra_info_penalty": extra_info_penalty,
-            "scale": scale,
-        },
-    )
+    values: dict[str, Any] = {
+        "require_ground_truth": require_ground_truth,
+        "semantic_threshold": semantic_threshold,
+        "exact_match_bonus": exact_match_bonus,
+        "missing_penalty": missing_penalty,
+        "contradiction_penalty": contradiction_penalty,
+        "extra_info_penalty": extra_info_penalty,
+        "scale": scale,
+        "verdicts": verdicts,
+        "scoring": scoring,
+        "extraction": extraction,
+    }
+    build_options(AnswerSimilarityOptions, SCORER_ID, values)
     check_language(language)
+    modes = resolve_modes("similarity", judge, model, verdicts, scoring, extraction)
+    values.update(verdicts=modes.verdicts, scoring=modes.scoring, extraction=modes.extraction)
+    options = build_options(AnswerSimilarityOptions, SCORER_ID, values)
+    preprocess, analyze = _steps(modes)
     return create_scorer(
         id=SCORER_ID,
         name="Answer Similarity",
         description="How closely the answer matches a ground-truth reference answer.",
         judge=judge_source(judge, model, judge_settings),
-        preprocess=PromptStep(_render_preprocess, schema=_units_schema, to_result=_units_result),
-        analyze=PromptStep(_render_analyze, schema=_analyze_schema, to_result=_analyze_result),
+        preprocess=preprocess,
+        analyze=analyze,
         generate_score=_score,
         generate_reason=PromptStep(_render_reason),
         options=options,
         language=language,
         needs_ground_truth=require_ground_truth,
     )
+
+
+def _steps(modes: Modes) -> tuple[Any, Any]:
+    """The preprocess and analyze steps for the resolved modes."""
+    preprocess: Any = (
+        _split_units
+        if modes.extraction == "split"
+        else PromptStep(_render_preprocess, schema=_units_schema, to_result=_units_result)
+    )
+    if modes.verdicts == "generate":
+        analyze: Any = PromptStep(
+            _render_analyze, schema=_analyze_schema, to_result=_analyze_result
+        )
+    elif modes.models is not None:
+        analyze = read_with(modes.models)
+    else:
+        analyze = PromptStep(render_label_reads, labels=SIMILARITY_LABELS)
+    return preprocess, analyze
 
 
 register_scorer(

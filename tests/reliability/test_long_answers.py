@@ -43,7 +43,7 @@ def test_split_text_cuts_at_sentence_ends() -> None:
 
 @pytest.mark.slow
 def test_too_long_answer_fails_clearly_by_default(judge: TransformersJudge) -> None:
-    scorer = create_answer_relevancy_scorer(judge=judge)
+    scorer = create_answer_relevancy_scorer(judge=judge, verdicts="generate", extraction="model")
     long_answer = " ".join(SENTENCES) * 120  # about 14,000 tokens, more than 8,192
     results = scorer.run_batch(
         [{"input": "Tell me about Paris.", "output": long_answer}, {"input": "Hi?", "output": ""}]
@@ -59,7 +59,13 @@ def test_split_long_answers_chunks_preprocess_and_merges_statements(
 ) -> None:
     # Tiny chunks keep the test fast; the mechanism is the same for an answer of 40,000
     # characters in chunks of 3,000.
-    scorer = create_answer_relevancy_scorer(judge=judge, split_long_answers=True, chunk_chars=60)
+    scorer = create_answer_relevancy_scorer(
+        judge=judge,
+        split_long_answers=True,
+        chunk_chars=60,
+        verdicts="generate",
+        extraction="model",
+    )
     answer = " ".join(SENTENCES[:2])
     result = scorer.run(input="Tell me about Paris.", output=answer)
     assert result.status == "scored", result.error
@@ -71,3 +77,18 @@ def test_split_long_answers_chunks_preprocess_and_merges_statements(
     verdicts = result.analyze_step_result["results"]
     assert len(statements) == len(verdicts) >= len(chunks)
     assert result.reason.startswith("The score is")
+
+
+@pytest.mark.slow
+def test_read_verdicts_on_a_too_long_answer(judge: TransformersJudge) -> None:
+    """Read verdicts need no model call until the reason: that step fails clearly by
+    default and, with split_long_answers, shows the answer's start and scores the run."""
+    long_answer = " ".join(SENTENCES) * 120
+    run = {"input": "Tell me about Paris.", "output": long_answer}
+    failed = create_answer_relevancy_scorer(judge=judge).run_batch([run])[0]
+    assert failed.status == "failed" and failed.failed_step == "generate_reason"
+    assert "context window of 8192" in failed.error
+    assert failed.preprocess_step_result["statements"]  # finished steps are kept
+    scored = create_answer_relevancy_scorer(judge=judge, split_long_answers=True).run(**run)
+    assert scored.status == "scored" and scored.score is not None
+    assert scored.reason.startswith("The score is")

@@ -15,7 +15,13 @@ from offline_scorer._exceptions import (
     JudgeOutputError,
     OfflineScorerError,
 )
-from offline_scorer.judges._cards import DEFAULT_MODEL, model_fingerprint, resolve_model
+from offline_scorer.judges._cards import (
+    DEFAULT_MODEL,
+    ModelCard,
+    card_for,
+    model_fingerprint,
+    resolve_model,
+)
 from offline_scorer.judges._keys import Prompt, schema_text
 from offline_scorer.judges._protocol import (
     NO_USAGE,
@@ -142,6 +148,13 @@ class TransformersJudge(KeepsCallLog):
         if self._loaded is not None:
             return self._loaded.model_id
         return str(self._reference)
+
+    @property
+    def model_card(self) -> ModelCard | None:
+        """The model card this judge runs (None for a directory or .gguf of your own)."""
+        if self._parent is not None:
+            return self._parent.model_card
+        return card_for(self._reference if isinstance(self._reference, str) else self.model_id)
 
     @property
     def fingerprint(self) -> str:

@@ -1,0 +1,255 @@
+"""Fit the verdict models of the embedded judge on ../shared/train-data and write them.
+
+    .venv/bin/python benchmarks/fit_verdicts.py            # writes the shipped file + card sha256
+    .venv/bin/python benchmarks/fit_verdicts.py --cv       # also prints a grouped-CV ablation
+    .venv/bin/python benchmarks/fit_verdicts.py --check-slice   # refits the file's slice, compares
+
+The models are multinomial logistic regressions (benchmarks/verdict_training.py) over the
+features the scorers compute at run time (offline_scorer/scorers/_verdicts.py), so training
+and scoring share one feature code. Only train-data is read, never eval-data. The output is
+deterministic: the same data gives the same bytes. The file also holds ``slice_check``:
+models fitted by this same script on a fixed small slice of the examples, which
+``--check-slice`` (and the test suite) refits in seconds and compares byte for byte.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import re
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "benchmarks"))
+sys.path.insert(0, str(ROOT))
+
+from verdict_training import (  # noqa: E402
+    REL_CLASSES,
+    SEED,
+    SIM_CLASSES,
+    TRAIN,
+    dumps_params,
+    fit,
+    grouped_cv_proba,
+    relevancy_examples,
+    roc_auc_of,
+    similarity_examples,
+)
+
+from offline_scorer.scorers._verdicts import relevancy_evidence, similarity_evidence  # noqa: E402
+
+JUDGE = "smollm2-135m-instruct"
+EMBEDDER = "all-minilm-l6-v2"
+OUT = ROOT / "models" / f"{JUDGE}.verdicts.json"
+CARD = ROOT / "models" / f"{JUDGE}.toml"
+L2 = 1.0
+SLICE_EVERY = 25  # the slice check refits on every 25th example (a few hundred in all)
+# Chosen with benchmarks/agreement.py on the dev sets (see README, "Agreement with people").
+SCORING = {"relevancy": "expected", "similarity": "expected"}
+
+REL_LEXICAL = [
+    "tok_f1",
+    "cont_ba",
+    "len_ratio",
+    "num_miss_ab",
+    "num_miss_ba",
+    "neg_mismatch",
+    "q_cov",
+    "novel",
+    "restates_q",
+    "type_match",
+    "refusal",
+    "stmt_len",
+    "has_num",
+]
+SIM_LEXICAL = [
+    "tok_f1",
+    "cont_ab",
+    "cont_ba",
+    "len_ratio",
+    "num_miss_ab",
+    "num_miss_ba",
+    "neg_mismatch",
+    "exact",
+    "ref_len",
+]
+ABLATIONS = {
+    "relevancy": {
+        "lexical": REL_LEXICAL,
+        "lexical+pair cosine": [*REL_LEXICAL, "cos"],
+        "lexical+pair cosine+answer cosine (shipped)": [*REL_LEXICAL, "cos", "answer_cos"],
+        "cosines only": ["cos", "answer_cos"],
+    },
+    "similarity": {
+        "lexical": SIM_LEXICAL,
+        "lexical+pair cosine": [*SIM_LEXICAL, "cos"],
+        "lexical+pair cosine+text cosine (shipped)": [*SIM_LEXICAL, "cos", "text_cos"],
+        "cosines only": ["cos", "text_cos"],
+    },
+}
+REL_FEATURES = ABLATIONS["relevancy"]["lexical+pair cosine+answer cosine (shipped)"]
+SIM_FEATURES = ABLATIONS["similarity"]["lexical+pair cosine+text cosine (shipped)"]
+
+
+def log(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def balanced_weights(y: np.ndarray, classes: int) -> np.ndarray:
+    """Each class weighs the same in total (the pools are unbalanced by construction)."""
+    counts = np.bincount(y, minlength=classes).astype(float)
+    return (len(y) / (classes * np.maximum(counts, 1)))[y]
+
+
+def relevancy_matrix(embedder: Any, examples: list[dict]) -> tuple[np.ndarray, np.ndarray]:
+    rows = [
+        relevancy_evidence(embedder, e["question"] or "", [e["statement"]], e["answer"] or "")[0]
+        for e in examples
+    ]
+    X = np.array([[row[name] for name in REL_FEATURES] for row in rows], dtype=np.float64)
+    y = np.array([REL_CLASSES.index(e["label"]) for e in examples])
+    return X, y
+
+
+def similarity_matrix(embedder: Any, examples: list[dict]) -> tuple[np.ndarray, np.ndarray]:
+    rows = [
+        similarity_evidence(
+            embedder, [e["aliases"]], [e["answer_unit"]], e["reference"], e["answer"]
+        )[0][0]
+        for e in examples
+    ]
+    X = np.array([[row[name] for name in SIM_FEATURES] for row in rows], dtype=np.float64)
+    y = np.array([SIM_CLASSES.index(e["label"]) for e in examples])
+    return X, y
+
+
+def fit_models(Xr: np.ndarray, yr: np.ndarray, Xs: np.ndarray, ys: np.ndarray) -> tuple[dict, dict]:
+    relevancy = fit(Xr, yr, REL_FEATURES, REL_CLASSES, l2=L2, sample_weight=balanced_weights(yr, 3))
+    similarity = fit(
+        Xs, ys, SIM_FEATURES, SIM_CLASSES, l2=L2, sample_weight=balanced_weights(ys, 4)
+    )
+    return relevancy, similarity
+
+
+def slice_of(examples: list[dict]) -> list[dict]:
+    return examples[::SLICE_EVERY]
+
+
+def cross_validation(
+    Xr: np.ndarray, yr: np.ndarray, gr: list[str], Xs: np.ndarray, ys: np.ndarray, gs: list[str]
+) -> dict[str, dict[str, float]]:
+    """Grouped 5-fold CV (folds by question) for each feature set: out-of-fold AUC."""
+    report: dict[str, dict[str, float]] = {}
+    for scorer, X, y, groups, names, classes, positive in (
+        ("relevancy", Xr, yr, gr, REL_FEATURES, REL_CLASSES, (2,)),
+        ("similarity", Xs, ys, gs, SIM_FEATURES, SIM_CLASSES, (2, 3)),
+    ):
+        report[scorer] = {}
+        for tag, columns in ABLATIONS[scorer].items():
+            Xc = X[:, [names.index(c) for c in columns]]
+            P = grouped_cv_proba(
+                Xc,
+                y,
+                groups,
+                columns,
+                classes,
+                l2=L2,
+                sample_weight=balanced_weights(y, len(classes)),
+            )
+            if scorer == "relevancy":
+                score = P[:, 2] + 0.3 * P[:, 1]
+            else:
+                score = P @ np.array([-0.15, 0.4, 0.8, 1.2])
+            labels = np.isin(y, positive).astype(float)
+            report[scorer][tag] = round(roc_auc_of(list(labels), list(score)), 4)
+    return report
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--train", type=Path, default=TRAIN, help="train-data folder")
+    parser.add_argument("--out", type=Path, default=OUT, help="where to write the JSON file")
+    parser.add_argument("--card", type=Path, default=CARD, help="card whose sha256 to update")
+    parser.add_argument("--cv", action="store_true", help="print a grouped-CV ablation")
+    parser.add_argument(
+        "--check-slice",
+        action="store_true",
+        help="refit only the file's slice and compare it with the file (exit 1 if different)",
+    )
+    args = parser.parse_args(argv)
+    from offline_scorer.judges.embeddings import shared_embedder
+
+    embedder = shared_embedder(EMBEDDER)
+    started = time.perf_counter()
+    rel = relevancy_examples(args.train)
+    sim = similarity_examples(args.train)
+    log(f"{len(rel)} relevancy and {len(sim)} similarity examples")
+    rel_slice, sim_slice = slice_of(rel), slice_of(sim)
+    slice_rel, slice_sim = fit_models(
+        *relevancy_matrix(embedder, rel_slice), *similarity_matrix(embedder, sim_slice)
+    )
+    slice_check = {
+        "every": SLICE_EVERY,
+        "relevancy": json.loads(dumps_params(slice_rel)),
+        "similarity": json.loads(dumps_params(slice_sim)),
+    }
+    if args.check_slice:
+        shipped = json.loads(args.out.read_text(encoding="utf-8"))["slice_check"]
+        same = json.dumps(shipped, sort_keys=True) == json.dumps(slice_check, sort_keys=True)
+        print(
+            f"slice check ({len(rel_slice)} + {len(sim_slice)} examples): "
+            f"{'identical' if same else 'DIFFERENT'} to {args.out}"
+        )
+        return 0 if same else 1
+    Xr, yr = relevancy_matrix(embedder, rel)
+    Xs, ys = similarity_matrix(embedder, sim)
+    log(f"features in {time.perf_counter() - started:.0f}s")
+    if args.cv:
+        cv = cross_validation(Xr, yr, [e["group"] for e in rel], Xs, ys, [e["group"] for e in sim])
+        print(json.dumps({"grouped_cv_auc": cv}, indent=1))
+    relevancy, similarity = fit_models(Xr, yr, Xs, ys)
+    document = {
+        "format": "offline-scorer-verdicts/1",
+        "judge": JUDGE,
+        "embedder": EMBEDDER,
+        "scoring": SCORING,
+        "relevancy": json.loads(dumps_params(relevancy)),
+        "similarity": json.loads(dumps_params(similarity)),
+        "training": {
+            "script": "benchmarks/fit_verdicts.py",
+            "data": "../shared/train-data (evouna_nq, nq301_openqa_eval, sas_squad, "
+            "haluquestqa_relevance); never eval-data",
+            "seed": SEED,
+            "l2": L2,
+            "class_weights": "balanced",
+            "examples": {
+                "relevancy": {c: int((yr == i).sum()) for i, c in enumerate(REL_CLASSES)},
+                "similarity": {c: int((ys == i).sum()) for i, c in enumerate(SIM_CLASSES)},
+            },
+        },
+        "slice_check": slice_check,
+    }
+    text = json.dumps(document, sort_keys=True, indent=1) + "\n"
+    args.out.write_text(text, encoding="utf-8")
+    digest = hashlib.sha256(text.encode("utf-8")).hexdigest()
+    print(
+        f"wrote {args.out} ({len(text)} bytes, sha256 {digest}) "
+        f"in {time.perf_counter() - started:.0f}s"
+    )
+    if args.card.is_file():
+        card = args.card.read_text(encoding="utf-8")
+        updated = re.sub(r'(\[verdicts\][^\[]*?sha256 = ")[0-9a-f]*(")', rf"\g<1>{digest}\2", card)
+        if updated != card:
+            args.card.write_text(updated, encoding="utf-8")
+            print(f"updated the sha256 in {args.card}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,451 @@
+"""Training data and fitting for the verdict models (used by benchmarks/fit_verdicts.py).
+
+Examples come from ``../shared/train-data/`` only (never eval-data), built deterministically
+(seeded ``random.Random``, sorted inputs):
+
+* relevancy (question x statement -> yes / unsure / no): haluquestqa sentences outside the
+  expert-marked irrelevant spans (yes) and inside them (unsure); the unit of a correct
+  NQ answer that carries the reference (yes); refusals (no); a statement from an answer to
+  an unrelated question (no) and from the nearest other question (unsure, a hard negative).
+* similarity (reference aliases x answer unit -> exact / semantic / partial / missing):
+  evouna and nq301 answers judged correct (exact when an alias appears, else semantic) or
+  incorrect (missing), and SQuAD answer pairs graded 2 / 1 / 0 (exact or semantic /
+  partial / missing).
+
+The fit is a multinomial logistic regression with L2, on standardised features, solved by
+Newton's method with backtracking (deterministic: the same data gives byte-identical JSON).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from offline_scorer.scorers._features import (
+    _REFUSAL,
+    containment,
+    content_tokens,
+    normalize_tokens,
+    token_f1,
+)
+from offline_scorer.scorers._split import aliases_of, split_answer
+
+TRAIN = Path("../shared/train-data")
+
+
+def load(root: Path, name: str) -> list[dict[str, Any]]:
+    """The rows of one dataset folder."""
+    with (root / name / "data.jsonl").open(encoding="utf-8") as handle:
+        return [json.loads(line) for line in handle if line.strip()]
+
+
+SEED = 20240607
+REL_CLASSES = ["no", "unsure", "yes"]
+SIM_CLASSES = ["missing", "partial", "semantic", "exact"]
+
+
+def qkey(q: str) -> str:
+    return " ".join(normalize_tokens(q or ""))
+
+
+def _overlaps(sentence: str, spans: list[str]) -> bool:
+    s = " ".join(normalize_tokens(sentence))
+    for span in spans:
+        p = " ".join(normalize_tokens(span))
+        if not p:
+            continue
+        if p in s or s in p:
+            return True
+        # partial overlap: most of the sentence's tokens inside the span
+        st, pt = set(s.split()), set(p.split())
+        if st and len(st & pt) / len(st) >= 0.6:
+            return True
+    return False
+
+
+def best_unit(aliases: list[str], units: list[str]) -> str:
+    """Heuristic best answer unit for a reference (used only to build training pairs)."""
+
+    def key(u):
+        return max(containment(a, u) + token_f1(u, a) for a in aliases)
+
+    return max(units, key=lambda u: (key(u), -units.index(u)))
+
+
+def contains_alias(aliases: list[str], unit: str) -> bool:
+    u = " " + " ".join(normalize_tokens(unit)) + " "
+    return any(
+        (" " + " ".join(normalize_tokens(a)) + " ") in u for a in aliases if normalize_tokens(a)
+    )
+
+
+def _qa_rows(train: Path):
+    rows = load(train, "evouna_nq") + load(train, "nq301_openqa_eval")
+    rows.sort(key=lambda r: r["id"])
+    return rows
+
+
+def relevancy_examples(
+    train: Path = TRAIN, max_qa_questions: int = 1500, per_answer: int = 4
+) -> list[dict]:
+    """Question x statement examples labelled yes / unsure / no."""
+    rng = random.Random(SEED)
+    out: list[dict] = []
+    # ---- haluquestqa: yes = sentences outside irrelevant spans; unsure = inside
+    hq = sorted(load(train, "haluquestqa_relevance"), key=lambda r: r["id"])
+    for r in hq:
+        spans = (r["meta"] or {}).get("irrelevant_spans") or []
+        sents = split_answer(r["output"])
+        good = [s for s in sents if not _overlaps(s, spans)]
+        bad = [s for s in sents if _overlaps(s, spans)]
+        rng.shuffle(good)
+        for s in good[:per_answer]:
+            out.append(
+                dict(
+                    group=qkey(r["input"]),
+                    question=r["input"],
+                    statement=s,
+                    label="yes",
+                    source="hq_clean",
+                    answer=r["output"],
+                )
+            )
+        for s in bad:
+            out.append(
+                dict(
+                    group=qkey(r["input"]),
+                    question=r["input"],
+                    statement=s,
+                    label="unsure",
+                    source="hq_irrelevant_span",
+                    answer=r["output"],
+                )
+            )
+    # ---- QA sets: yes = the unit of a correct answer that carries the reference
+    by_q: dict[str, list[dict]] = defaultdict(list)
+    for r in _qa_rows(train):
+        by_q[qkey(r["input"])].append(r)
+    questions = sorted(by_q)
+    rng.shuffle(questions)
+    questions = sorted(questions[:max_qa_questions])
+    answer_stmt: dict[str, str] = {}
+    refusals: list[tuple[str, str]] = []
+    for q in questions:
+        rows = by_q[q]
+        for r in rows:
+            units = split_answer(r["output"])
+            for u in units:
+                if _REFUSAL.search(u):
+                    refusals.append((q, u, r["output"]))
+        correct = [r for r in rows if r["human_score"] == 1.0]
+        if not correct:
+            continue
+        r = correct[rng.randrange(len(correct))]
+        units = [u for u in split_answer(r["output"]) if not _REFUSAL.search(u)]
+        if not units:
+            continue
+        s = best_unit(aliases_of(r["ground_truth"], r.get("ground_truths")), units)
+        answer_stmt[q] = (s, r["output"])
+        out.append(
+            dict(
+                group=q,
+                question=rows[0]["input"],
+                statement=s,
+                label="yes",
+                source="qa_correct",
+                answer=r["output"],
+            )
+        )
+    # ---- no: refusal / error statements (SPEC: error message -> no)
+    rng.shuffle(refusals)
+    for q, u, a in refusals[:300]:
+        out.append(
+            dict(
+                group=q,
+                question=by_q[q][0]["input"],
+                statement=u,
+                label="no",
+                source="qa_refusal",
+                answer=a,
+            )
+        )
+    # ---- hq statements + QA statements pooled for negatives
+    pool = [(qkey(r["input"]), r["input"], s) for r in hq for s in split_answer(r["output"])[:3]]
+    stmt_answer = {
+        (qkey(r["input"]), s): r["output"] for r in hq for s in split_answer(r["output"])[:3]
+    }
+    pool += [(q, by_q[q][0]["input"], s) for q, (s, _) in sorted(answer_stmt.items())]
+    stmt_answer.update({(q, s): a for q, (s, a) in answer_stmt.items()})
+    qtexts = sorted({(g, qt) for g, qt, _ in pool})
+    # ---- no: statement from an answer to a random unrelated question (low overlap)
+    for g, qt in qtexts:
+        qt_tokens = set(content_tokens(qt))
+        for _ in range(5):
+            og, _oq, s = pool[rng.randrange(len(pool))]
+            if og != g and len(qt_tokens & set(content_tokens(s))) == 0:
+                out.append(
+                    dict(
+                        group=g,
+                        question=qt,
+                        statement=s,
+                        label="no",
+                        source="offtopic",
+                        answer=stmt_answer[(og, s)],
+                    )
+                )
+                break
+    # ---- unsure (hard negatives): statement from the nearest OTHER question (token Jaccard)
+    inv: dict[str, list[int]] = defaultdict(list)
+    qtok = [set(content_tokens(qt)) for _, qt in qtexts]
+    for i, toks in enumerate(qtok):
+        for t in toks:
+            inv[t].append(i)
+    stmts_by_g: dict[str, list[str]] = defaultdict(list)
+    for g, _, s in pool:
+        stmts_by_g[g].append(s)
+    for i, (g, qt) in enumerate(qtexts):
+        cand: dict[int, int] = defaultdict(int)
+        for t in qtok[i]:
+            if len(inv[t]) > 200:  # skip very common tokens
+                continue
+            for j in inv[t]:
+                if j != i:
+                    cand[j] += 1
+        best, best_s = None, 0.0
+        for j, c in sorted(cand.items()):
+            jac = c / len(qtok[i] | qtok[j])
+            # > 0.5: probably the same question reworded (its answer would be a "yes")
+            if best_s < jac <= 0.5 and qtexts[j][0] != g:
+                best, best_s = j, jac
+        if best is None or best_s < 0.2:
+            continue
+        og = qtexts[best][0]
+        s = max(stmts_by_g[og], key=lambda x: (len(set(content_tokens(x)) & qtok[i]), x))
+        out.append(
+            dict(
+                group=g,
+                question=qt,
+                statement=s,
+                label="unsure",
+                source="nn_other_question",
+                answer=stmt_answer[(og, s)],
+            )
+        )
+    return out
+
+
+def similarity_examples(train: Path = TRAIN, max_evouna: int = 3000) -> list[dict]:
+    """Reference aliases x answer unit examples labelled exact / semantic / partial / missing."""
+    rng = random.Random(SEED + 1)
+    out: list[dict] = []
+    ev = sorted(load(train, "evouna_nq"), key=lambda r: r["id"])
+    pos = [r for r in ev if r["human_score"] == 1.0]
+    neg = [r for r in ev if r["human_score"] == 0.0]
+    rng.shuffle(pos)
+    rng.shuffle(neg)
+    half = max_evouna // 2
+    chosen = sorted(pos[:half] + neg[: max_evouna - half], key=lambda r: r["id"])
+    chosen += sorted(load(train, "nq301_openqa_eval"), key=lambda r: r["id"])
+    for r in chosen:
+        aliases = aliases_of(r["ground_truth"], r.get("ground_truths"))
+        units = split_answer(r["output"])
+        if not aliases or not units:
+            continue
+        u = best_unit(aliases, units)
+        if r["human_score"] == 1.0:
+            label = "exact" if contains_alias(aliases, u) else "semantic"
+        else:
+            label = "missing"
+        out.append(
+            dict(
+                group="q:" + qkey(r["input"]),
+                aliases=aliases,
+                answer_unit=u,
+                label=label,
+                source=r["id"].split("-")[0],
+                reference=r["ground_truth"] or "",
+                answer=r["output"] or "",
+            )
+        )
+    for r in sorted(load(train, "sas_squad"), key=lambda r: r["id"]):
+        ref, ans = r["ground_truth"] or "", r["output"] or ""
+        if not ref.strip() or not ans.strip():
+            continue
+        s = r["human_score"]
+        if s == 2.0:
+            label = "exact" if normalize_tokens(ref) == normalize_tokens(ans) else "semantic"
+        elif s == 1.0:
+            label = "partial"
+        else:
+            label = "missing"
+        out.append(
+            dict(
+                group="r:" + qkey(ref),
+                aliases=[ref],
+                answer_unit=ans,
+                label=label,
+                source="sas",
+                reference=ref,
+                answer=ans,
+            )
+        )
+    return out
+
+
+# ------------------------------------------------------------------ fitting
+
+
+def _softmax(z: np.ndarray) -> np.ndarray:
+    z = z - z.max(axis=1, keepdims=True)
+    e = np.exp(z)
+    return e / e.sum(axis=1, keepdims=True)
+
+
+def _standardise(X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    means = X.mean(axis=0)
+    scales = X.std(axis=0)
+    scales = np.where(scales < 1e-9, 1.0, scales)
+    return means, scales
+
+
+def fit(
+    X: np.ndarray,
+    y: np.ndarray,
+    feature_names: list[str],
+    classes: list[str],
+    l2: float = 1.0,
+    sample_weight: np.ndarray | None = None,
+    max_iter: int = 100,
+    tol: float = 1e-10,
+) -> dict:
+    X = np.asarray(X, dtype=np.float64)
+    y = np.asarray(y, dtype=np.int64)
+    n, d = X.shape
+    K = len(classes)
+    w_s = np.ones(n) if sample_weight is None else np.asarray(sample_weight, dtype=np.float64)
+    means, scales = _standardise(X)
+    Z = np.hstack([(X - means) / scales, np.ones((n, 1))])  # last column: intercept
+    D = d + 1
+    m = K - 1  # free classes 1..K-1
+    theta = np.zeros((m, D))
+    Y = np.zeros((n, K))
+    Y[np.arange(n), y] = 1.0
+    reg = np.full(D, l2)
+    reg[-1] = 1e-8  # (almost) no penalty on intercepts
+
+    def objective(th: np.ndarray) -> float:
+        logits = np.hstack([np.zeros((n, 1)), Z @ th.T])
+        logits -= logits.max(axis=1, keepdims=True)
+        logp = logits - np.log(np.exp(logits).sum(axis=1, keepdims=True))
+        return float(-(w_s * (Y * logp).sum(axis=1)).sum() + 0.5 * (reg * th * th).sum())
+
+    f_old = objective(theta)
+    for _ in range(max_iter):
+        P = _softmax(np.hstack([np.zeros((n, 1)), Z @ theta.T]))
+        G = ((P[:, 1:] - Y[:, 1:]) * w_s[:, None]).T @ Z + reg * theta  # (m, D)
+        H = np.zeros((m * D, m * D))
+        for a in range(m):
+            for b in range(a, m):
+                coef = P[:, a + 1] * ((a == b) - P[:, b + 1]) * w_s
+                block = (Z * coef[:, None]).T @ Z
+                if a == b:
+                    block = block + np.diag(reg)
+                H[a * D : (a + 1) * D, b * D : (b + 1) * D] = block
+                H[b * D : (b + 1) * D, a * D : (a + 1) * D] = block.T
+        step = np.linalg.solve(H, G.reshape(-1)).reshape(m, D)
+        t = 1.0
+        while True:  # backtracking: monotone and deterministic
+            cand = theta - t * step
+            f_new = objective(cand)
+            if f_new <= f_old + 1e-12 or t < 1e-6:
+                break
+            t *= 0.5
+        theta = cand
+        if abs(f_old - f_new) <= tol * max(1.0, abs(f_old)):
+            f_old = f_new
+            break
+        f_old = f_new
+    weights = np.vstack([np.zeros((1, d)), theta[:, :d]])
+    intercepts = np.concatenate([[0.0], theta[:, d]])
+    return {
+        "kind": "logistic",
+        "classes": list(classes),
+        "features": list(feature_names),
+        "means": means.tolist(),
+        "scales": scales.tolist(),
+        "weights": weights.tolist(),
+        "intercepts": intercepts.tolist(),
+        "l2": l2,
+    }
+
+
+def predict_proba(params: dict, X: np.ndarray) -> np.ndarray:
+    X = np.asarray(X, dtype=np.float64)
+    Zs = (X - np.asarray(params["means"])) / np.asarray(params["scales"])
+    logits = Zs @ np.asarray(params["weights"]).T + np.asarray(params["intercepts"])
+    return _softmax(logits)
+
+
+def fold_of(group: str, folds: int) -> int:
+    return int(hashlib.sha1(str(group).encode()).hexdigest(), 16) % folds
+
+
+def grouped_cv_proba(X, y, groups, feature_names, classes, l2=1.0, folds=5, sample_weight=None):
+    """Out-of-fold probabilities; folds assigned by a hash of the group (question)."""
+    X = np.asarray(X, dtype=np.float64)
+    y = np.asarray(y)
+    fold = np.array([fold_of(g, folds) for g in groups])
+    P = np.zeros((len(y), len(classes)))
+    for k in range(folds):
+        tr, te = fold != k, fold == k
+        if not te.any():
+            continue
+        sw = None if sample_weight is None else np.asarray(sample_weight)[tr]
+        p = fit(X[tr], y[tr], feature_names, classes, l2=l2, sample_weight=sw)
+        P[te] = predict_proba(p, X[te])
+    return P
+
+
+def _round(obj):
+    if isinstance(obj, float):
+        return float(f"{obj:.6g}") if np.isfinite(obj) else obj
+    if isinstance(obj, list):
+        return [_round(v) for v in obj]
+    if isinstance(obj, dict):
+        return {k: _round(v) for k, v in obj.items()}
+    return obj
+
+
+def dumps_params(params: dict) -> str:
+    return json.dumps(_round(params), sort_keys=True, indent=1) + "\n"
+
+
+def write_params(params: dict, path: str | Path) -> None:
+    Path(path).write_text(dumps_params(params), encoding="utf-8")
+
+
+def read_params(path: str | Path) -> dict:
+    return json.loads(Path(path).read_text(encoding="utf-8"))
+
+
+def roc_auc_of(labels: list[float], scores: list[float]) -> float:
+    """ROC AUC of binary labels (1 = positive) by ranks, ties counting one half."""
+    order = sorted(range(len(scores)), key=lambda i: scores[i])
+    ranks = [0.0] * len(scores)
+    start = 0
+    while start < len(order):
+        end = start
+        while end + 1 < len(order) and scores[order[end + 1]] == scores[order[start]]:
+            end += 1
+        for position in range(start, end + 1):
+            ranks[order[position]] = (start + end) / 2 + 1
+        start = end + 1
+    positives = [r for r, label in zip(ranks, labels) if label == 1]
+    n_pos, n_neg = len(positives), len(labels) - len(positives)
+    return (sum(positives) - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg)

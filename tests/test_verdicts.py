@@ -1,0 +1,252 @@
+"""Read verdicts: the fitted verdict models, their file, the modes, and the formulas.
+
+The fast tests need no model. The ``slow`` ones use the real parts: the shipped verdict
+file, the MiniLM embedder from its wheel and the embedded judge through transformers.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from offline_scorer import create_answer_relevancy_scorer, create_answer_similarity_scorer
+from offline_scorer._exceptions import ConfigurationError, ModelLoadError
+from offline_scorer.judges._cards import get_model_card
+from offline_scorer.scorers._answer_relevancy import expected_relevancy_score, relevancy_score
+from offline_scorer.scorers._modes import resolve_modes
+from offline_scorer.scorers._similarity_score import (
+    expected_similarity_score,
+    similarity_score,
+)
+from offline_scorer.scorers._split import reference_groups, split_answer
+from offline_scorer.scorers._verdicts import (
+    RELEVANCY_LABELS,
+    SIMILARITY_LABELS,
+    _load,
+    load_verdict_models,
+)
+from offline_scorer.testing import FakeJudge
+
+ROOT = Path(__file__).resolve().parent.parent
+CARD = get_model_card("smollm2-135m-instruct")
+
+
+# ------------------------------------------------------------------ the shipped file
+
+
+def test_verdict_file_is_plain_json_and_its_checksum_is_verified() -> None:
+    assert CARD.verdicts is not None
+    path = ROOT / "models" / CARD.verdicts.file
+    text = path.read_text(encoding="utf-8")
+    json.loads(text)  # plain JSON: no pickle, no code
+    models = load_verdict_models(CARD)
+    assert models is not None and models.sha256 == CARD.verdicts.sha256
+    assert models.models.relevancy.classes and models.models.similarity.classes
+    with pytest.raises(ModelLoadError, match="do not match the sha256"):
+        _load("tampered", CARD.verdicts.file, "0" * 64)
+
+
+def test_a_missing_verdict_file_is_a_clear_error() -> None:
+    with pytest.raises(ModelLoadError, match="missing from the installation"):
+        _load("someone", "no-such.verdicts.json", "0" * 64)
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.lists(st.floats(-5, 5), min_size=20, max_size=20))
+def test_verdict_probabilities_sum_to_one(values: list[float]) -> None:
+    models = load_verdict_models(CARD)
+    assert models is not None
+    for model, labels in (
+        (models.models.relevancy, RELEVANCY_LABELS),
+        (models.models.similarity, SIMILARITY_LABELS),
+    ):
+        features = dict(zip(model.features, values, strict=False))
+        probabilities = model.probabilities(features)
+        assert set(probabilities) == set(labels)
+        assert abs(sum(probabilities.values()) - 1) < 1e-3
+        assert all(0 <= p <= 1 for p in probabilities.values())
+
+
+# ------------------------------------------------------------------ formulas
+
+
+@given(st.lists(st.sampled_from(RELEVANCY_LABELS), min_size=1, max_size=12))
+def test_expected_relevancy_on_hard_labels_is_the_reference_formula(labels: list[str]) -> None:
+    one_hot = [{label: float(label == chosen) for label in RELEVANCY_LABELS} for chosen in labels]
+    assert expected_relevancy_score(one_hot) == relevancy_score(labels)
+
+
+@given(
+    st.lists(st.sampled_from(SIMILARITY_LABELS), min_size=1, max_size=12),
+    st.integers(0, 6),
+)
+def test_expected_similarity_on_hard_labels_is_the_reference_formula(
+    labels: list[str], extra: int
+) -> None:
+    one_hot = [{label: float(label == chosen) for label in SIMILARITY_LABELS} for chosen in labels]
+    assert expected_similarity_score(one_hot, extra_units=extra) == similarity_score(
+        labels, extra_units=extra
+    )
+
+
+def test_reference_numbers_on_hard_labels() -> None:
+    assert relevancy_score(["yes", "unsure", "no"]) == 0.43
+    assert similarity_score(["exact", "exact", "missing"]) == 0.63
+    assert similarity_score(["semantic", "partial"], extra_units=1) == 0.45
+
+
+# ------------------------------------------------------------------ modes
+
+
+def test_the_embedded_card_reads_verdicts_and_other_judges_generate() -> None:
+    embedded = resolve_modes("relevancy", None, None, "auto", "auto", "auto")
+    assert (embedded.verdicts, embedded.scoring, embedded.extraction) == (
+        "read",
+        "expected",
+        "split",
+    )
+    assert embedded.models is not None
+    fake = resolve_modes("relevancy", FakeJudge(), None, "auto", "auto", "auto")
+    assert (fake.verdicts, fake.scoring, fake.extraction, fake.models) == (
+        "generate",
+        "hard",
+        "model",
+        None,
+    )
+    raw = resolve_modes("similarity", FakeJudge(), None, "read", "auto", "auto")
+    assert raw.verdicts == "read" and raw.models is None  # the judge's own label reads
+
+
+def test_bad_modes_are_refused_with_the_option_named() -> None:
+    with pytest.raises(ConfigurationError, match="scoring='expected' needs verdict"):
+        create_answer_relevancy_scorer(judge=FakeJudge(), scoring="expected")
+    with pytest.raises(ConfigurationError, match="verdicts"):
+        create_answer_similarity_scorer(verdicts="sample")  # type: ignore[arg-type]
+
+
+def test_options_record_the_resolved_modes() -> None:
+    scorer = create_answer_similarity_scorer()
+    options = scorer.options_dict()
+    assert (options["verdicts"], options["scoring"], options["extraction"]) == (
+        "read",
+        "expected",
+        "split",
+    )
+
+
+# ------------------------------------------------------------------ splitter
+
+
+def test_splitter_keeps_sentences_and_numbers_whole() -> None:
+    assert split_answer("Dr. Smith measured 3.5 kg. It rained!") == [
+        "Dr. Smith measured 3.5 kg.",
+        "It rained!",
+    ]
+    assert split_answer("   ") == []
+    assert reference_groups("Paris / City of Light") == [["Paris", "City of Light"]]
+    assert reference_groups(None, ["Andy Dwyer", "Andy"]) == [["Andy Dwyer", "Andy"]]
+
+
+# ------------------------------------------------------------------ real parts
+
+
+@pytest.mark.slow
+def test_fit_script_reproduces_the_shipped_slice_byte_for_byte() -> None:
+    completed = subprocess.run(
+        [sys.executable, "benchmarks/fit_verdicts.py", "--check-slice"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert completed.returncode == 0, completed.stdout + completed.stderr
+    assert "identical" in completed.stdout
+
+
+def without_reason(scorer):  # type: ignore[no-untyped-def]
+    """Scores and verdicts do not depend on the reason step; dropping it keeps tests short."""
+    scorer.steps.pop("generate_reason", None)
+    return scorer
+
+
+def demo_rows() -> dict[str, dict[str, str]]:
+    """The demo's rows that come with an answer, by id."""
+    path = ROOT / "offline_scorer" / "demo_data.jsonl"
+    rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+    return {row["id"]: row for row in rows if row.get("output")}
+
+
+@pytest.mark.slow
+def test_read_verdicts_rank_the_demo_right_and_do_not_depend_on_the_batch() -> None:
+    relevancy = without_reason(create_answer_relevancy_scorer())
+    similarity = without_reason(create_answer_similarity_scorer())
+    rows = demo_rows()
+    runs = [{k: v for k, v in row.items() if k != "id"} for row in rows.values()]
+    rel = dict(zip(rows, relevancy.run_batch(runs), strict=True))
+    sim = dict(zip(rows, similarity.run_batch(runs), strict=True))
+    # On every demo question the right or on-topic answer scores above the wrong one.
+    assert sim["city-right"].score > sim["city-wrong"].score
+    assert sim["capital-right"].score > sim["city-wrong"].score
+    assert sim["egg-on-topic"].score > sim["egg-off-topic"].score
+    assert rel["egg-on-topic"].score > rel["egg-off-topic"].score
+    assert rel["capital-right"].score > rel["egg-off-topic"].score
+    for result in rel.values():
+        for verdict in result.analyze_step_result["results"]:
+            assert abs(sum(verdict["probabilities"].values()) - 1) < 1e-3
+    for result in sim.values():
+        for match in result.analyze_step_result["matches"]:
+            assert abs(sum(match["probabilities"].values()) - 1) < 1e-3
+    for key, run in zip(rows, runs, strict=True):  # alone == inside the batch, every digit
+        alone_rel = relevancy.run(**run)
+        alone_sim = similarity.run(**run)
+        assert alone_rel.analyze_step_result == rel[key].analyze_step_result
+        assert alone_rel.score == rel[key].score
+        assert alone_sim.analyze_step_result == sim[key].analyze_step_result
+        assert alone_sim.score == sim[key].score
+
+
+@pytest.mark.slow
+def test_raw_label_reads_from_a_real_forward_pass(judge) -> None:  # type: ignore[no-untyped-def]
+    """A judge without a fitted verdict model can opt into its own label probabilities."""
+    from offline_scorer.judges._cards import card_weights_path
+
+    weights = card_weights_path(CARD)
+    assert weights is not None
+    scorer = without_reason(
+        create_answer_relevancy_scorer(model=str(weights), verdicts="read", scoring="expected")
+    )
+    runs = [{"input": r["input"], "output": r["output"]} for r in list(demo_rows().values())[:3]]
+    batch = scorer.run_batch(runs)
+    for result in batch:
+        assert result.error is None, result.error
+        verdicts = result.analyze_step_result["results"]
+        assert verdicts and all(abs(sum(v["probabilities"].values()) - 1) < 1e-3 for v in verdicts)
+    alone = scorer.run(**runs[1])
+    assert alone.analyze_step_result == batch[1].analyze_step_result
+
+
+@pytest.mark.slow
+def test_every_case_completes_with_read_verdicts_and_a_reason_that_states_the_score(
+    judge,  # type: ignore[no-untyped-def]
+) -> None:
+    from cases import RELEVANCY_CASES, SIMILARITY_CASES
+
+    for factory, cases in (
+        (create_answer_relevancy_scorer, RELEVANCY_CASES),
+        (create_answer_similarity_scorer, SIMILARITY_CASES),
+    ):
+        scorer = factory(judge=judge)
+        assert scorer.options_dict()["verdicts"] == "read"
+        runs = [dict(case, run_id=name) for name, case in cases.items()]
+        for result in scorer.run_batch(runs):
+            assert result.status == "scored", (result.run_id, result.error)
+            assert 0 <= result.score <= 1
+            shown = f"{result.score:.2f}".rstrip("0").rstrip(".")
+            assert result.reason.startswith(f"The score is {shown} because"), result.reason
+            assert result.analyze_prompt is None  # no judge call for read verdicts
