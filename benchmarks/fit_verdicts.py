@@ -79,22 +79,29 @@ SIM_LEXICAL = [
     "exact",
     "ref_len",
 ]
+# Tried feature sets (grouped CV on train-data picks; benchmarks/verdict_ablation.py
+# measures each on the dev sets). A feature is kept only when it raises the CV AUC.
 ABLATIONS = {
     "relevancy": {
         "lexical": REL_LEXICAL,
         "lexical+pair cosine": [*REL_LEXICAL, "cos"],
         "lexical+pair cosine+answer cosine (shipped)": [*REL_LEXICAL, "cos", "answer_cos"],
+        "shipped+is_question": [*REL_LEXICAL, "cos", "answer_cos", "is_question"],
         "cosines only": ["cos", "answer_cos"],
     },
     "similarity": {
         "lexical": SIM_LEXICAL,
-        "lexical+pair cosine": [*SIM_LEXICAL, "cos"],
-        "lexical+pair cosine+text cosine (shipped)": [*SIM_LEXICAL, "cos", "text_cos"],
+        "lexical+pair cosine (shipped)": [*SIM_LEXICAL, "cos"],
+        "shipped+text cosine": [*SIM_LEXICAL, "cos", "text_cos"],
+        "shipped+text cosine+text F1": [*SIM_LEXICAL, "cos", "text_cos", "text_f1"],
         "cosines only": ["cos", "text_cos"],
+        "whole texts only (cosine, F1)": ["text_cos", "text_f1"],
     },
 }
+REL_FEATURES_ALL = [*REL_LEXICAL, "cos", "answer_cos", "is_question"]
+SIM_FEATURES_ALL = [*SIM_LEXICAL, "cos", "text_cos", "text_f1"]
 REL_FEATURES = ABLATIONS["relevancy"]["lexical+pair cosine+answer cosine (shipped)"]
-SIM_FEATURES = ABLATIONS["similarity"]["lexical+pair cosine+text cosine (shipped)"]
+SIM_FEATURES = ABLATIONS["similarity"]["lexical+pair cosine (shipped)"]
 
 
 def log(message: str) -> None:
@@ -112,7 +119,7 @@ def relevancy_matrix(embedder: Any, examples: list[dict]) -> tuple[np.ndarray, n
         relevancy_evidence(embedder, e["question"] or "", [e["statement"]], e["answer"] or "")[0]
         for e in examples
     ]
-    X = np.array([[row[name] for name in REL_FEATURES] for row in rows], dtype=np.float64)
+    X = np.array([[row[name] for name in REL_FEATURES_ALL] for row in rows], dtype=np.float64)
     y = np.array([REL_CLASSES.index(e["label"]) for e in examples])
     return X, y
 
@@ -124,15 +131,33 @@ def similarity_matrix(embedder: Any, examples: list[dict]) -> tuple[np.ndarray, 
         )[0][0]
         for e in examples
     ]
-    X = np.array([[row[name] for name in SIM_FEATURES] for row in rows], dtype=np.float64)
+    X = np.array([[row[name] for name in SIM_FEATURES_ALL] for row in rows], dtype=np.float64)
     y = np.array([SIM_CLASSES.index(e["label"]) for e in examples])
     return X, y
 
 
+def columns(X: np.ndarray, names: list[str], keep: list[str]) -> np.ndarray:
+    """The columns ``keep`` of a matrix whose columns are ``names``."""
+    return X[:, [names.index(name) for name in keep]]
+
+
 def fit_models(Xr: np.ndarray, yr: np.ndarray, Xs: np.ndarray, ys: np.ndarray) -> tuple[dict, dict]:
-    relevancy = fit(Xr, yr, REL_FEATURES, REL_CLASSES, l2=L2, sample_weight=balanced_weights(yr, 3))
+    """The shipped models, from matrices over all computed features."""
+    relevancy = fit(
+        columns(Xr, REL_FEATURES_ALL, REL_FEATURES),
+        yr,
+        REL_FEATURES,
+        REL_CLASSES,
+        l2=L2,
+        sample_weight=balanced_weights(yr, 3),
+    )
     similarity = fit(
-        Xs, ys, SIM_FEATURES, SIM_CLASSES, l2=L2, sample_weight=balanced_weights(ys, 4)
+        columns(Xs, SIM_FEATURES_ALL, SIM_FEATURES),
+        ys,
+        SIM_FEATURES,
+        SIM_CLASSES,
+        l2=L2,
+        sample_weight=balanced_weights(ys, 4),
     )
     return relevancy, similarity
 
@@ -147,17 +172,17 @@ def cross_validation(
     """Grouped 5-fold CV (folds by question) for each feature set: out-of-fold AUC."""
     report: dict[str, dict[str, float]] = {}
     for scorer, X, y, groups, names, classes, positive in (
-        ("relevancy", Xr, yr, gr, REL_FEATURES, REL_CLASSES, (2,)),
-        ("similarity", Xs, ys, gs, SIM_FEATURES, SIM_CLASSES, (2, 3)),
+        ("relevancy", Xr, yr, gr, REL_FEATURES_ALL, REL_CLASSES, (2,)),
+        ("similarity", Xs, ys, gs, SIM_FEATURES_ALL, SIM_CLASSES, (2, 3)),
     ):
         report[scorer] = {}
-        for tag, columns in ABLATIONS[scorer].items():
-            Xc = X[:, [names.index(c) for c in columns]]
+        for tag, feature_set in ABLATIONS[scorer].items():
+            Xc = X[:, [names.index(c) for c in feature_set]]
             P = grouped_cv_proba(
                 Xc,
                 y,
                 groups,
-                columns,
+                feature_set,
                 classes,
                 l2=L2,
                 sample_weight=balanced_weights(y, len(classes)),

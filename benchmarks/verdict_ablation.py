@@ -132,8 +132,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"train features in {time.perf_counter() - started:.0f}s", file=sys.stderr)
     models: dict[str, dict[str, LogisticModel]] = {"relevancy": {}, "similarity": {}}
     for scorer, X, y, names, classes in (
-        ("relevancy", Xr, yr, fv.REL_FEATURES, REL_CLASSES),
-        ("similarity", Xs, ys, fv.SIM_FEATURES, SIM_CLASSES),
+        ("relevancy", Xr, yr, fv.REL_FEATURES_ALL, REL_CLASSES),
+        ("similarity", Xs, ys, fv.SIM_FEATURES_ALL, SIM_CLASSES),
     ):
         for tag, columns in fv.ABLATIONS[scorer].items():
             Xc = X[:, [names.index(c) for c in columns]]

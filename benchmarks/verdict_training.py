@@ -46,6 +46,7 @@ def load(root: Path, name: str) -> list[dict[str, Any]]:
 
 
 SEED = 20240607
+RESTATED_QUESTIONS = 400
 REL_CLASSES = ["no", "unsure", "yes"]
 SIM_CLASSES = ["missing", "partial", "semantic", "exact"]
 
@@ -200,6 +201,23 @@ def relevancy_examples(
                     )
                 )
                 break
+    # ---- unsure: the question restated as the answer (on the topic, answers nothing)
+    restated = list(qtexts)
+    rng.shuffle(restated)
+    for g, qt in sorted(restated[:RESTATED_QUESTIONS]):
+        statement = qt.strip()
+        if rng.random() < 0.5:
+            statement = statement[:1].lower() + statement[1:]
+        out.append(
+            dict(
+                group=g,
+                question=qt,
+                statement=statement,
+                label="unsure",
+                source="restated_question",
+                answer=statement,
+            )
+        )
     # ---- unsure (hard negatives): statement from the nearest OTHER question (token Jaccard)
     inv: dict[str, list[int]] = defaultdict(list)
     qtok = [set(content_tokens(qt)) for _, qt in qtexts]

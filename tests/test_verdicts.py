@@ -25,6 +25,7 @@ from offline_scorer.scorers._similarity_score import (
     similarity_score,
 )
 from offline_scorer.scorers._split import reference_groups, split_answer
+from offline_scorer.scorers._summaries import relevancy_summary, similarity_summary
 from offline_scorer.scorers._verdicts import (
     RELEVANCY_LABELS,
     SIMILARITY_LABELS,
@@ -140,6 +141,28 @@ def test_options_record_the_resolved_modes() -> None:
     )
 
 
+# ------------------------------------------------------------------ reasons
+
+
+def test_the_reason_lead_states_read_verdicts_and_leaves_generated_ones_alone() -> None:
+    read = {"probabilities": {"yes": 0.9, "unsure": 0.05, "no": 0.05}}
+    verdicts = [{"result": "yes", **read}, {"result": "no", **read}]
+    assert relevancy_summary(verdicts, "en") == (
+        "1 of 2 statements answer the question, 1 is off the topic"
+    )
+    assert relevancy_summary(verdicts[1:], "fr") == (
+        "0 affirmation sur 1 répond à la question, 1 est hors sujet"
+    )
+    assert relevancy_summary([{"result": "yes", "reason": "judge's own"}], "en") == ""
+    analysis = {
+        "matches": [{"match_type": "exact", **read}, {"match_type": "missing", **read}],
+        "extra_in_output": ["x"],
+    }
+    assert similarity_summary(analysis, "en") == (
+        "1 of 2 reference facts is in the answer, 1 is missing, the answer adds 1 other statement"
+    )
+
+
 # ------------------------------------------------------------------ splitter
 
 
@@ -248,5 +271,12 @@ def test_every_case_completes_with_read_verdicts_and_a_reason_that_states_the_sc
             assert result.status == "scored", (result.run_id, result.error)
             assert 0 <= result.score <= 1
             shown = f"{result.score:.2f}".rstrip("0").rstrip(".")
-            assert result.reason.startswith(f"The score is {shown} because"), result.reason
+            summary = (
+                relevancy_summary(result.analyze_step_result["results"], "en")
+                if "results" in result.analyze_step_result
+                else similarity_summary(result.analyze_step_result, "en")
+            )
+            # The reason opens with the verdicts themselves: it cannot contradict them.
+            lead = f"The score is {shown} because {summary}".rstrip()
+            assert result.reason.startswith(lead), result.reason
             assert result.analyze_prompt is None  # no judge call for read verdicts

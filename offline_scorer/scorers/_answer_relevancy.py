@@ -44,6 +44,7 @@ from offline_scorer.scorers._modes import (
 )
 from offline_scorer.scorers._registry import ScorerInfo, register_scorer
 from offline_scorer.scorers._split import split_answer
+from offline_scorer.scorers._summaries import relevancy_summary
 from offline_scorer.scorers._verdicts import (
     RELEVANCY_LABELS,
     VerdictModels,
@@ -333,6 +334,7 @@ def _render_reason(ctx: StepContext) -> Any:
         "statements": ctx.preprocess_result["statements"],
         "verdicts": shown,
         "more_verdicts": len(verdicts) - len(shown),
+        "summary": relevancy_summary(verdicts, ctx.language),
     }
     return render_prompt(TEMPLATES, ctx.language, "reason", variables)
 

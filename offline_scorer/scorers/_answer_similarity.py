@@ -47,6 +47,7 @@ from offline_scorer.scorers._registry import ScorerInfo, register_scorer
 from offline_scorer.scorers._similarity_read import read_with, render_label_reads
 from offline_scorer.scorers._similarity_score import expected_similarity_score, similarity_score
 from offline_scorer.scorers._split import split_answer, split_reference
+from offline_scorer.scorers._summaries import similarity_summary
 from offline_scorer.scorers._verdicts import SIMILARITY_LABELS
 
 SCORER_ID = "answer-similarity-scorer"
@@ -338,6 +339,7 @@ def _render_reason(ctx: StepContext) -> Any:
         "score": format_score(ctx.score),
         "scale": format_score(ctx.options.scale),
         "analysis": ctx.analyze_result,
+        "summary": similarity_summary(ctx.analyze_result, ctx.language),
     }
     return render_prompt(TEMPLATES, ctx.language, "reason", variables)
 

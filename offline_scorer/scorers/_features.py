@@ -335,6 +335,7 @@ def relevancy_features(question: str, statement: str, cos: float | None = None) 
     f["refusal"] = float(bool(_REFUSAL.search(statement or "")))
     f["stmt_len"] = _log_len(statement or "")
     f["has_num"] = float(bool(numbers(statement or "")))
+    f["is_question"] = float((statement or "").rstrip().endswith("?"))
     if cos is not None:
         f["cos"] = float(cos)
     return f

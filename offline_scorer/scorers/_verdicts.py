@@ -31,7 +31,11 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from offline_scorer._exceptions import ModelLoadError
 from offline_scorer._resources import data_folder
 from offline_scorer.judges._cards import ModelCard
-from offline_scorer.scorers._features import relevancy_features, similarity_features_aliases
+from offline_scorer.scorers._features import (
+    relevancy_features,
+    similarity_features_aliases,
+    token_f1,
+)
 
 FORMAT = "offline-scorer-verdicts/1"
 PROBABILITY_DIGITS = 4
@@ -193,9 +197,11 @@ def similarity_evidence(
     """The features of each (reference unit, answer unit) pair, per reference unit.
 
     A reference unit may have several aliases: the pair's features are those of the
-    best-matching alias. ``text_cos`` is the cosine of the whole reference and answer.
+    best-matching alias. ``text_cos`` and ``text_f1`` compare the whole reference and answer
+    (embedding cosine, token F1): the context of every pair.
     """
     text_cos = embedder.cosine(reference, answer)
+    text_f1 = token_f1(answer, reference)
     table = []
     for aliases in groups:
         row = []
@@ -203,6 +209,7 @@ def similarity_evidence(
             cosines = [embedder.cosine(alias, unit) for alias in aliases]
             features = similarity_features_aliases(list(aliases), unit, cosines)
             features["text_cos"] = text_cos
+            features["text_f1"] = text_f1
             row.append(features)
         table.append(row)
     return table
