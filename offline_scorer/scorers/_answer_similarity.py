@@ -45,7 +45,11 @@ from offline_scorer.scorers._modes import (
 )
 from offline_scorer.scorers._registry import ScorerInfo, register_scorer
 from offline_scorer.scorers._similarity_read import read_with, render_label_reads
-from offline_scorer.scorers._similarity_score import expected_similarity_score, similarity_score
+from offline_scorer.scorers._similarity_score import (
+    expected_similarity_score,
+    match_points,
+    similarity_score,
+)
 from offline_scorer.scorers._split import split_answer, split_reference
 from offline_scorer.scorers._summaries import similarity_summary
 from offline_scorer.scorers._verdicts import SIMILARITY_LABELS
@@ -91,11 +95,21 @@ class AnswerSimilarityOptions(BaseModel):
 
     def points(self) -> dict[str, float]:
         """What one reference unit's match adds to the formula's sum, per match type."""
+        return match_points(
+            semantic_threshold=self.semantic_threshold,
+            exact_match_bonus=self.exact_match_bonus,
+            missing_penalty=self.missing_penalty,
+        )
+
+    def formula(self) -> dict[str, Any]:
+        """The formula's keyword arguments."""
         return {
-            "exact": 1 + self.exact_match_bonus,
-            "semantic": self.semantic_threshold,
-            "partial": self.semantic_threshold * 0.5,
-            "missing": -self.missing_penalty,
+            "semantic_threshold": self.semantic_threshold,
+            "exact_match_bonus": self.exact_match_bonus,
+            "missing_penalty": self.missing_penalty,
+            "contradiction_penalty": self.contradiction_penalty,
+            "extra_info_penalty": self.extra_info_penalty,
+            "scale": self.scale,
         }
 
 
@@ -305,29 +319,14 @@ def _split_units(ctx: StepContext) -> dict[str, Any]:
 def _score(ctx: StepContext) -> float:
     options: AnswerSimilarityOptions = ctx.options
     analysis = ctx.analyze_result
+    penalties = {
+        "contradictions": analysis["contradictions"],
+        "extra_units": analysis["extra_in_output"],
+    }
     if options.scoring == "expected":
-        return expected_similarity_score(
-            [m["probabilities"] for m in analysis["matches"]],
-            contradictions=analysis["contradictions"],
-            extra_units=analysis["extra_in_output"],
-            semantic_threshold=options.semantic_threshold,
-            exact_match_bonus=options.exact_match_bonus,
-            missing_penalty=options.missing_penalty,
-            contradiction_penalty=options.contradiction_penalty,
-            extra_info_penalty=options.extra_info_penalty,
-            scale=options.scale,
-        )
-    return similarity_score(
-        analysis["matches"],
-        contradictions=analysis["contradictions"],
-        extra_units=analysis["extra_in_output"],
-        semantic_threshold=options.semantic_threshold,
-        exact_match_bonus=options.exact_match_bonus,
-        missing_penalty=options.missing_penalty,
-        contradiction_penalty=options.contradiction_penalty,
-        extra_info_penalty=options.extra_info_penalty,
-        scale=options.scale,
-    )
+        probabilities = [m["probabilities"] for m in analysis["matches"]]
+        return expected_similarity_score(probabilities, **penalties, **options.formula())
+    return similarity_score(analysis["matches"], **penalties, **options.formula())
 
 
 def _render_reason(ctx: StepContext) -> Any:

@@ -8,6 +8,21 @@ from typing import Any
 from offline_scorer.scorers._common import round_half_up
 
 
+def match_points(
+    *,
+    semantic_threshold: float = 0.8,
+    exact_match_bonus: float = 0.2,
+    missing_penalty: float = 0.15,
+) -> dict[str, float]:
+    """What one ground-truth unit's match adds to the formula's sum, per match type."""
+    return {
+        "exact": 1 + exact_match_bonus,
+        "semantic": semantic_threshold,
+        "partial": semantic_threshold * 0.5,
+        "missing": -missing_penalty,
+    }
+
+
 def similarity_score(
     match_types: Sequence[str | Mapping[str, Any]],
     *,
@@ -42,28 +57,26 @@ def similarity_score(
         >>> similarity_score(["exact", "exact", "missing"])
         0.63
     """
-    count = len(match_types)
-    if count == 0:
-        return 0.0
-    points = 0.0
-    for match in match_types:
-        kind = str(match.get("match_type") if isinstance(match, Mapping) else match)
-        kind = kind.strip().lower()
-        if kind == "exact":
-            points += 1 + exact_match_bonus
-        elif kind == "semantic":
-            points += semantic_threshold
-        elif kind == "partial":
-            points += semantic_threshold * 0.5
-        elif kind == "missing":
-            points -= missing_penalty
-    n_contradictions = contradictions if isinstance(contradictions, int) else len(contradictions)
-    n_extra = extra_units if isinstance(extra_units, int) else len(extra_units)
-    value = points / (count * (1 + exact_match_bonus))
-    value -= n_contradictions * contradiction_penalty
-    value -= min(n_extra * extra_info_penalty, 0.2)
-    value = min(max(value, 0.0), 1.0)
-    return round_half_up(value * scale)
+    points_of = match_points(
+        semantic_threshold=semantic_threshold,
+        exact_match_bonus=exact_match_bonus,
+        missing_penalty=missing_penalty,
+    )
+    kinds = [
+        str(m.get("match_type") if isinstance(m, Mapping) else m).strip().lower()
+        for m in match_types
+    ]
+    points = sum(points_of.get(kind, 0.0) for kind in kinds)
+    return _combine(
+        points,
+        len(kinds),
+        contradictions,
+        extra_units,
+        exact_match_bonus,
+        contradiction_penalty,
+        extra_info_penalty,
+        scale,
+    )
 
 
 def expected_similarity_score(
@@ -87,18 +100,39 @@ def expected_similarity_score(
         >>> expected_similarity_score([{"exact": 0.5, "missing": 0.5}])
         0.44
     """
-    count = len(probabilities)
-    if count == 0:
-        return 0.0
-    points_of = {
-        "exact": 1 + exact_match_bonus,
-        "semantic": semantic_threshold,
-        "partial": semantic_threshold * 0.5,
-        "missing": -missing_penalty,
-    }
+    points_of = match_points(
+        semantic_threshold=semantic_threshold,
+        exact_match_bonus=exact_match_bonus,
+        missing_penalty=missing_penalty,
+    )
     points = sum(
         sum(points_of.get(kind, 0.0) * p for kind, p in match.items()) for match in probabilities
     )
+    return _combine(
+        points,
+        len(probabilities),
+        contradictions,
+        extra_units,
+        exact_match_bonus,
+        contradiction_penalty,
+        extra_info_penalty,
+        scale,
+    )
+
+
+def _combine(
+    points: float,
+    count: int,
+    contradictions: int | Sequence[Any],
+    extra_units: int | Sequence[Any],
+    exact_match_bonus: float,
+    contradiction_penalty: float,
+    extra_info_penalty: float,
+    scale: float,
+) -> float:
+    """The formula's second line: normalise, subtract the penalties, clamp, round."""
+    if count == 0:
+        return 0.0
     n_contradictions = contradictions if isinstance(contradictions, int) else len(contradictions)
     n_extra = extra_units if isinstance(extra_units, int) else len(extra_units)
     value = points / (count * (1 + exact_match_bonus))
