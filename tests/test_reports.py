@@ -592,6 +592,42 @@ def test_relevancy_table_rows_kinds_and_probabilities(result: EvalResult) -> Non
     assert "<td>yes 0.82 · unsure 0.10</td>" in page
 
 
+def test_read_verdicts_show_no_empty_reason_or_explanation_column(result: EvalResult) -> None:
+    read = {"yes": 0.9, "unsure": 0.06, "no": 0.04}
+    run = (
+        result.items[0]
+        .results[REL]
+        .model_copy(
+            update={
+                "preprocess_step_result": {"statements": ["Paris."]},
+                "analyze_step_result": {"results": [{"result": "yes", "probabilities": read}]},
+            }
+        )
+    )
+    [table] = relevancy_tables(run)
+    assert table.columns == ("#", "statement", "verdict", "probabilities")
+    assert table.rows[0].cells == (1, "Paris.", "yes", "yes 0.90 · unsure 0.06 · no 0.04")
+    match = {
+        "ground_truth_unit": "Paris",
+        "output_unit": "Paris.",
+        "match_type": "exact",
+        "explanation": "",
+        "probabilities": {"exact": 0.7, "semantic": 0.2, "partial": 0.1, "missing": 0.0},
+    }
+    sim = result.items[0].results[SIM]
+    analysis = {"matches": [match], "extra_in_output": [], "contradictions": []}
+    tables = {
+        t.heading: t
+        for t in similarity_tables(sim.model_copy(update={"analyze_step_result": analysis}))
+    }
+    assert tables["unit matches"].columns == (
+        "ground-truth unit",
+        "answer unit",
+        "match type",
+        "probabilities",
+    )
+
+
 def test_similarity_tables(result: EvalResult) -> None:
     run = result.items[0].results[SIM]
     tables = {table.heading: table for table in similarity_tables(run)}

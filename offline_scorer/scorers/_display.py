@@ -97,16 +97,22 @@ def relevancy_tables(result: ScoreResult) -> list[StepTable]:
         return []
     verdicts = _list_of(_field(result.analyze_step_result, "results"), Mapping) or []
     probabilities = _has_probabilities(verdicts)
+    # Read verdicts carry probabilities and no reason: no empty reason column for them.
+    reasons = not probabilities or any(v.get("reason") for v in verdicts)
     rows = []
     for position, statement in enumerate(statements):
         # A run that failed at analyze still lists its statements, without verdicts.
         verdict = verdicts[position] if position < len(verdicts) else {}
         value = str(verdict.get("result", "—"))
-        cells: tuple[Any, ...] = (position + 1, statement, value, verdict.get("reason", ""))
+        cells: tuple[Any, ...] = (position + 1, statement, value)
+        if reasons:
+            cells += (verdict.get("reason", ""),)
         if probabilities:
             cells += (format_probabilities(verdict.get("probabilities")),)
         rows.append(StepRow(cells, _VERDICT_KINDS.get(value.strip().lower())))
-    columns: tuple[str, ...] = ("#", "statement", "verdict", "reason")
+    columns: tuple[str, ...] = ("#", "statement", "verdict")
+    if reasons:
+        columns += ("reason",)
     if probabilities:
         columns += ("probabilities",)
     return [StepTable("statements and verdicts", columns, tuple(rows), kind_column=2)]
@@ -166,16 +172,19 @@ def _units_table(heading: str, units: Sequence[Any]) -> StepTable:
 
 
 def _matches_table(matches: Sequence[Mapping[str, Any]]) -> StepTable:
-    table = _records_table("unit matches", matches, _MATCH_COLUMNS)
     probabilities = _has_probabilities(matches)
+    # Read matches carry probabilities and no explanation: no empty explanation column.
+    explained = not probabilities or any(m.get("explanation") for m in matches)
+    columns = _MATCH_COLUMNS if explained else _MATCH_COLUMNS[:-1]
+    table = _records_table("unit matches", matches, columns)
     rows = []
     for row, match in zip(table.rows, matches):
         cells = row.cells
         if probabilities:
             cells += (format_probabilities(match.get("probabilities")),)
         rows.append(StepRow(cells, _MATCH_KINDS.get(str(match.get("match_type")))))
-    columns = (*table.columns, "probabilities") if probabilities else table.columns
-    return StepTable(table.heading, columns, tuple(rows), kind_column=2)
+    headings = (*table.columns, "probabilities") if probabilities else table.columns
+    return StepTable(table.heading, headings, tuple(rows), kind_column=2)
 
 
 def _records_table(
