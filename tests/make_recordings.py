@@ -1,4 +1,5 @@
-"""Record real judge answers for the replay tests (run after changing prompts or schemas).
+"""Record real judge answers for the replay tests (run after changing prompts, schemas or
+anything that changes what the judge is asked, such as the extraction fact check).
 
     .venv/bin/python tests/make_recordings.py
 
@@ -30,9 +31,12 @@ def main() -> None:
     recording.unlink(missing_ok=True)
     judge = RecordingJudge(TransformersJudge(), recording)
     expected: dict[str, dict[str, object]] = {}
+    # The replay tests pin the reference's procedure: the judge writes statements, units and
+    # verdicts (the embedded card's default reads verdicts and calls the judge only for reasons).
+    generated = {"verdicts": "generate", "extraction": "model"}
     for scorer, cases in (
-        (create_answer_relevancy_scorer(judge=judge), RELEVANCY_CASES),
-        (create_answer_similarity_scorer(judge=judge), SIMILARITY_CASES),
+        (create_answer_relevancy_scorer(judge=judge, **generated), RELEVANCY_CASES),
+        (create_answer_similarity_scorer(judge=judge, **generated), SIMILARITY_CASES),
     ):
         runs = [dict(case, run_id=name) for name, case in cases.items()]
         for result in scorer.run_batch(runs):

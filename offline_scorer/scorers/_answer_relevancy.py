@@ -35,6 +35,7 @@ from offline_scorer.scorers._common import (
     unique_in_order,
 )
 from offline_scorer.scorers._display import relevancy_tables
+from offline_scorer.scorers._facts import keep_facts
 from offline_scorer.scorers._modes import (
     ExtractionMode,
     Modes,
@@ -217,7 +218,16 @@ def _preprocess_prompt(ctx: StepContext, text: str) -> Any:
 
 
 def _merge_statements(ctx: StepContext, parts: list[dict[str, Any]]) -> dict[str, Any]:
-    return {"statements": unique_in_order([s for part in parts for s in part["statements"]])}
+    return {
+        "statements": unique_in_order([s for part in parts for s in part["statements"]]),
+        "fact_fallbacks": sum(part.get("fact_fallbacks", 0) for part in parts),
+    }
+
+
+def _statements_result(ctx: StepContext, answer: Any) -> dict[str, Any]:
+    """The judge's statements, each checked against the answer (``_facts.py``)."""
+    statements, fallbacks = keep_facts(answer.statements, ctx.output_text)
+    return {"statements": unique_in_order(statements), "fact_fallbacks": fallbacks}
 
 
 def _render_analyze(ctx: StepContext) -> Any:
@@ -421,7 +431,7 @@ def _steps(modes: Modes) -> tuple[Any, Any]:
         else PromptStep(
             _render_preprocess,
             schema=_statements_schema,
-            to_result=lambda ctx, answer: {"statements": unique_in_order(answer.statements)},
+            to_result=_statements_result,
         )
     )
     if modes.verdicts == "generate":

@@ -36,6 +36,7 @@ from offline_scorer.scorers._common import (
     unique_in_order,
 )
 from offline_scorer.scorers._display import similarity_tables
+from offline_scorer.scorers._facts import keep_facts
 from offline_scorer.scorers._modes import (
     ExtractionMode,
     Modes,
@@ -170,9 +171,14 @@ def _units_schema(ctx: StepContext) -> type[BaseModel]:
 
 
 def _units_result(ctx: StepContext, answer: Any) -> dict[str, Any]:
+    """The judge's units, each checked against its own text (``_facts.py``)."""
+    output_units, output_fallbacks = keep_facts(answer.output_units, ctx.output_text)
+    reference = ground_truth_text(ctx.ground_truth) or ""
+    reference_units, reference_fallbacks = keep_facts(answer.ground_truth_units, reference)
     return {
-        "output_units": unique_in_order(answer.output_units),
-        "ground_truth_units": unique_in_order(answer.ground_truth_units),
+        "output_units": unique_in_order(output_units),
+        "ground_truth_units": unique_in_order(reference_units),
+        "fact_fallbacks": output_fallbacks + reference_fallbacks,
     }
 
 

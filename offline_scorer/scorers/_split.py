@@ -163,7 +163,7 @@ def _split_at(text: str, pattern: re.Pattern[str]) -> list[str]:
     return pieces
 
 
-def _clean(items: list[str]) -> list[str]:
+def _clean(items: list[str], limit: int | None = MAX_ITEMS) -> list[str]:
     out: list[str] = []
     seen: set[str] = set()
     for item in items:
@@ -175,13 +175,13 @@ def _clean(items: list[str]) -> list[str]:
             continue
         seen.add(key)
         out.append(item)
-    if len(out) > MAX_ITEMS:
-        # keep the first MAX_ITEMS - 1 and fold the rest into the last item (nothing dropped)
-        out = [*out[: MAX_ITEMS - 1], " ".join(out[MAX_ITEMS - 1 :])]
+    if limit is not None and len(out) > limit:
+        # keep the first limit - 1 and fold the rest into the last item (nothing dropped)
+        out = [*out[: limit - 1], " ".join(out[limit - 1 :])]
     return out
 
 
-def split_answer(text: object) -> list[str]:
+def split_answer(text: object, limit: int | None = MAX_ITEMS) -> list[str]:
     """Statements of an answer: sentences, long ones cut into clauses. Empty text -> []."""
     if text is None:
         return []
@@ -192,7 +192,7 @@ def split_answer(text: object) -> list[str]:
     units: list[str] = []
     for sentence in _sentences(text):
         units.extend(_split_clauses(sentence))
-    return _clean(units)
+    return _clean(units, limit)
 
 
 def split_reference(reference: object, references: list[str] | None = None) -> list[str]:
