@@ -85,6 +85,7 @@ def test_models_lists_the_embedded_card() -> None:
     assert result.returncode == 0
     (card,) = json.loads(result.stdout)
     assert card["name"] == "smollm2-135m-instruct" and card["present"] and card["checksum"] == "ok"
+    assert card["verdicts"] == "read (fitted verdict model)" and card["extraction"] == "split"
 
 
 @pytest.fixture(scope="module")

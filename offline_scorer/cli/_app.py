@@ -475,6 +475,8 @@ def models(as_json: bool = typer.Option(False, "--json", help="Print JSON.")) ->
                 "checksum": status.checksum,
                 "license": card.license,
                 "install": card.source.install,
+                "verdicts": "read (fitted verdict model)" if card.verdicts else "generate",
+                "extraction": card.extraction,
             }
         )
     if as_json:
@@ -484,7 +486,10 @@ def models(as_json: bool = typer.Option(False, "--json", help="Print JSON.")) ->
         size_bytes = row["size_bytes"]
         size = f"{size_bytes / 1e6:.0f} MB" if isinstance(size_bytes, int) else "-"
         where = row["path"] or f"not installed ({row['install']})"
-        typer.echo(f"{row['name']}  {size}  checksum {row['checksum']}  {where}")
+        typer.echo(
+            f"{row['name']}  {size}  checksum {row['checksum']}  verdicts {row['verdicts']}  "
+            f"extraction {row['extraction']}  {where}"
+        )
 
 
 def main() -> None:
