@@ -461,24 +461,9 @@ def _short(value: Any, width: int = 110) -> str:
 @app.command()
 def models(as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
     """List the model cards, whether each is on this machine, its size and checksum."""
-    from offline_scorer.judges._cards import card_status, list_model_cards
+    from offline_scorer.judges._cards import card_summary, list_model_cards
 
-    rows = []
-    for card in list_model_cards():
-        status = card_status(card)
-        rows.append(
-            {
-                "name": card.name,
-                "present": status.path is not None,
-                "path": str(status.path) if status.path else None,
-                "size_bytes": status.size_bytes,
-                "checksum": status.checksum,
-                "license": card.license,
-                "install": card.source.install,
-                "verdicts": "read (fitted verdict model)" if card.verdicts else "generate",
-                "extraction": card.extraction,
-            }
-        )
+    rows = [card_summary(card) for card in list_model_cards()]
     if as_json:
         typer.echo(json.dumps(rows, indent=1))
         return

@@ -97,6 +97,22 @@ def card_for(reference: object) -> ModelCard | None:
     return {card.name: card for card in list_model_cards()}.get(reference)
 
 
+def card_summary(card: ModelCard) -> dict[str, object]:
+    """What ``offline-scorer models`` shows of a card: presence, size, checksum, modes."""
+    status = card_status(card)
+    return {
+        "name": card.name,
+        "present": status.path is not None,
+        "path": str(status.path) if status.path else None,
+        "size_bytes": status.size_bytes,
+        "checksum": status.checksum,
+        "license": card.license,
+        "install": card.source.install,
+        "verdicts": "read (fitted verdict model)" if card.verdicts else "generate",
+        "extraction": card.extraction,
+    }
+
+
 def get_model_card(name: str) -> ModelCard:
     """Return the card called ``name``.
 

@@ -89,7 +89,9 @@ def test_out_of_memory_even_alone_fails_each_item_clearly(
 
 # ----------------------------------------------------------------- pipeline faults (no model)
 
-STATEMENT = {"statements": ["Shakespeare wrote Hamlet."]}
+# Lower case and without numbers: a statement no answer's fact check sends back to its source.
+STATEMENT = {"statements": ["the author is shakespeare"]}
+EXTRACTED = {**STATEMENT, "fact_fallbacks": 0}
 VERDICTS = {"results": [{"result": "yes", "reason": "It answers the question."}]}
 
 
@@ -124,7 +126,7 @@ def test_a_failure_in_a_later_step_keeps_the_earlier_results() -> None:
     scorer = create_answer_relevancy_scorer(judge=judge)
     (result,) = scorer.run_batch([{"input": "Bananas?", "output": "Shakespeare."}])
     assert result.status == "failed" and result.failed_step == "analyze"
-    assert result.preprocess_step_result == STATEMENT
+    assert result.preprocess_step_result == EXTRACTED
     assert result.error is not None and result.error.startswith("Scorer run failed:")
 
 
@@ -145,7 +147,7 @@ def test_a_judge_that_raises_fails_every_run_of_the_stage_with_the_cause() -> No
     results = scorer.run_batch([{"input": "q", "output": "a"}, {"input": "q", "output": "b"}])
     assert all(r.status == "failed" and r.failed_step == "generate_reason" for r in results)
     assert all("the device went away" in (r.error or "") for r in results)
-    assert all(r.preprocess_step_result == STATEMENT for r in results)
+    assert all(r.preprocess_step_result == EXTRACTED for r in results)
 
 
 def test_run_evals_counts_only_the_failed_item(tmp_path: Any) -> None:
