@@ -181,6 +181,9 @@ def test_splitter_keeps_sentences_and_numbers_whole() -> None:
 
 @pytest.mark.slow
 def test_fit_script_reproduces_the_shipped_slice_byte_for_byte() -> None:
+    train = ROOT.parent / "shared" / "train-data"
+    if not (train / "INDEX.md").is_file():  # CI and the dev machine have it beside the clone
+        pytest.skip(f"the training pool is not at {train}: the slice cannot be refitted here")
     completed = subprocess.run(
         [sys.executable, "benchmarks/fit_verdicts.py", "--check-slice"],
         cwd=ROOT,

@@ -118,6 +118,12 @@ def score(
     """Score a dataset; exit 0 when all thresholds pass, 1 when one fails, 2 on bad input."""
     from offline_scorer._exceptions import OfflineScorerError
 
+    scorer_options = {
+        "language": language,
+        "verdicts": verdicts,
+        "scoring": scoring,
+        "extraction": extraction,
+    }
     if backend == "ray":
         _score_on_ray(
             data,
@@ -126,12 +132,7 @@ def score(
             device,
             dtype,
             batch_size,
-            {
-                "language": language,
-                "verdicts": verdicts,
-                "scoring": scoring,
-                "extraction": extraction,
-            },
+            scorer_options,
             threshold,
             out,
             (summary_path, report, junit),
@@ -159,12 +160,7 @@ def score(
             device,
             dtype,
             batch_size,
-            {
-                "language": language,
-                "verdicts": verdicts,
-                "scoring": scoring,
-                "extraction": extraction,
-            },
+            scorer_options,
             threshold,
             cache,
             cache_path,

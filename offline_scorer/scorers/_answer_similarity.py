@@ -250,15 +250,23 @@ def _missing_ground_truth(ctx: StepContext) -> bool:
     return ground_truth_text(ctx.ground_truth) is None
 
 
+def _no_units(ctx: StepContext) -> dict[str, Any] | None:
+    """Empty units for a run without a ground truth (or an error when one is required)."""
+    if not _missing_ground_truth(ctx):
+        return None
+    if ctx.options.require_ground_truth:
+        raise ConfigurationError(
+            "The answer similarity scorer requires a ground truth (a reference answer) for "
+            "every run; this run has none. Provide ground_truth, or build the scorer with "
+            "require_ground_truth=False to score such runs 0."
+        )
+    return {"output_units": [], "ground_truth_units": []}
+
+
 def _render_preprocess(ctx: StepContext) -> Any:
-    if _missing_ground_truth(ctx):
-        if ctx.options.require_ground_truth:
-            raise ConfigurationError(
-                "The answer similarity scorer requires a ground truth (a reference answer) for "
-                "every run; this run has none. Provide ground_truth, or build the scorer with "
-                "require_ground_truth=False to score such runs 0."
-            )
-        return Skip({"output_units": [], "ground_truth_units": []})
+    empty = _no_units(ctx)
+    if empty is not None:
+        return Skip(empty)
     variables = {"output": ctx.output_text, "ground_truth": ground_truth_text(ctx.ground_truth)}
     return render_prompt(TEMPLATES, ctx.language, "preprocess", variables)
 
@@ -313,9 +321,9 @@ def _norm(text: str) -> str:
 
 
 def _split_units(ctx: StepContext) -> dict[str, Any]:
-    rendered = _render_preprocess(ctx)  # raises when a required ground truth is missing
-    if isinstance(rendered, Skip):
-        return dict(rendered.result)
+    empty = _no_units(ctx)
+    if empty is not None:
+        return empty
     return {
         "output_units": split_answer(ctx.output_text),
         "ground_truth_units": split_reference(ground_truth_text(ctx.ground_truth)),

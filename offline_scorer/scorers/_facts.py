@@ -30,24 +30,37 @@ def unsupported_facts(item: str, source: str) -> list[str]:
         >>> unsupported_facts("He was arrested in Sudan in 2014.", "Arrested in Sudan in 1994.")
         ['2014']
     """
-    # Numbers written in digits; the source may hold them in digits or words ("two").
-    written = {m.group(0).replace(",", "") for m in _DIGITS.finditer(item)}
-    missing = sorted(written - numbers(source))
-    known = {word.casefold() for word in _WORD.findall(source)}
-    names = [
-        word for word in _WORD.findall(item) if word[0].isupper() and word.casefold() not in known
-    ]
-    return missing + sorted(set(names), key=names.index)
+    return _Source(source).unsupported(item)
+
+
+class _Source:
+    """What a source text states: its numbers and its words (read once per source)."""
+
+    def __init__(self, text: str):
+        self.numbers = numbers(text)
+        self.words = {word.casefold() for word in _WORD.findall(text)}
+
+    def unsupported(self, item: str) -> list[str]:
+        # Numbers written in digits; the source may hold them in digits or words ("two").
+        written = {m.group(0).replace(",", "") for m in _DIGITS.finditer(item)}
+        names = [
+            word
+            for word in _WORD.findall(item)
+            if word[0].isupper() and word.casefold() not in self.words
+        ]
+        return sorted(written - self.numbers) + sorted(set(names), key=names.index)
 
 
 def keep_facts(items: Sequence[str], source: str) -> tuple[list[str], int]:
     """``items`` with every item that asserts an unsupported fact replaced by its source
     sentence (the one sharing the most words with it), and how many were replaced."""
-    sentences = split_answer(source, limit=None) or [source.strip()]
+    facts = _Source(source)
     kept: list[str] = []
     fallbacks = 0
+    sentences: list[str] | None = None
     for item in items:
-        if sentences[0] and unsupported_facts(item, source):
+        if source.strip() and facts.unsupported(item):
+            sentences = sentences or split_answer(source, limit=None) or [source.strip()]
             fallbacks += 1
             item = _plain(max(sentences, key=lambda s: (token_f1(item, s), -sentences.index(s))))
         kept.append(item)

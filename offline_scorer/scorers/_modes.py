@@ -63,13 +63,12 @@ def resolve_modes(
 ) -> Modes:
     """Resolve ``auto`` options against the judge's card (see the module docstring).
 
+    The values are checked by the scorer's options model before this is called.
+
     Raises:
-        ConfigurationError: an unknown value, or ``scoring="expected"`` with generated
-            verdicts (they carry no probabilities).
+        ConfigurationError: ``scoring="expected"`` with generated verdicts (they carry no
+            probabilities).
     """
-    _check("verdicts", verdicts, ("auto", "read", "generate"))
-    _check("scoring", scoring, ("auto", "hard", "expected"))
-    _check("extraction", extraction, ("auto", "model", "split"))
     card = judge_card(judge, model)
     fitted = card is not None and card.verdicts is not None
     verdicts_mode: Literal["read", "generate"] = (
@@ -91,10 +90,3 @@ def resolve_modes(
         (card.extraction if card else "model") if extraction == "auto" else extraction  # type: ignore[assignment]
     )
     return Modes(verdicts_mode, scoring_mode, extraction_mode, models)
-
-
-def _check(name: str, value: str, allowed: tuple[str, ...]) -> None:
-    if value not in allowed:
-        raise ConfigurationError(
-            f"Invalid option {name}={value!r}: use one of {', '.join(allowed)}."
-        )
