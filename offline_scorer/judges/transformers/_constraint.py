@@ -17,11 +17,19 @@ may come next. Two things here differ from Outlines' own generator, both measure
   token budget runs out. Past the cap, the row may only pick tokens that close the string (a regex
   ``maxLength`` would do the same, but multiplies the index size and compile time).
 
+* constant strings (a ``const`` or ``enum`` value, e.g. a ground-truth unit the analysis
+  must name) are written with JSON ``\\uXXXX`` escapes for every non-ASCII character. A
+  byte-level BPE vocabulary, as Outlines reads it, often cannot spell a character such as
+  ``Ó`` as whole tokens, and then the index cannot be built at all ("the vocabulary provided
+  is incompatible with the regex"). Escapes are plain ASCII, which every tokenizer spells,
+  and the JSON parser decodes them back, so the validated value is the constant itself.
+
 Indexes are compiled once per schema and reused for every later call.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, cast
 
@@ -42,6 +50,11 @@ class SchemaCompiler:
         self._quote_tokens: torch.Tensor | None = None
 
     @property
+    def eos_token_id(self) -> int:
+        """The token a stopped row writes until its batch is done."""
+        return int(self._tokenizer.eos_token_id)
+
+    @property
     def compiled_count(self) -> int:
         """How many distinct schemas have been compiled so far."""
         return len(self._indexes)
@@ -54,8 +67,9 @@ class SchemaCompiler:
             from outlines_core.json_schema import build_regex_from_schema
 
             # An empty whitespace pattern gives compact JSON: about 35% fewer tokens.
-            regex = build_regex_from_schema(schema_json, "")
-            index = Index(regex, self._get_vocabulary())
+            ascii_schema, constants = _placeholders_for_constants(json.loads(schema_json))
+            regex = build_regex_from_schema(json.dumps(ascii_schema, ensure_ascii=False), "")
+            index = Index(_escaped_constants(regex, constants), self._get_vocabulary())
             self._indexes[schema_json] = index
         return index
 
@@ -95,11 +109,65 @@ class SchemaCompiler:
         return self._vocabulary
 
 
+_PLACEHOLDER = "qzConst{}Zq"
+# Characters with a meaning in a regex, outside character classes.
+_REGEX_SPECIAL = frozenset("\\.+*?()|[]{}^$")
+
+
+def _placeholders_for_constants(schema: Any) -> tuple[Any, dict[str, str]]:
+    """Replace every non-ASCII constant string of a JSON schema by an ASCII placeholder.
+
+    Returns the new schema and {placeholder: constant}; the placeholders are letters and
+    digits only, so the schema-to-regex conversion writes them out unchanged.
+    """
+    constants: dict[str, str] = {}
+
+    def swap(value: Any) -> Any:
+        if isinstance(value, str) and not value.isascii():
+            placeholder = _PLACEHOLDER.format(len(constants))
+            constants[placeholder] = value
+            return placeholder
+        return value
+
+    def walk(node: Any) -> Any:
+        if isinstance(node, dict):
+            out = {}
+            for key, value in node.items():
+                if key == "const":
+                    out[key] = swap(value)
+                elif key == "enum" and isinstance(value, list):
+                    out[key] = [swap(item) for item in value]
+                else:
+                    out[key] = walk(value)
+            return out
+        if isinstance(node, list):
+            return [walk(item) for item in node]
+        return node
+
+    return walk(schema), constants
+
+
+def _escaped_constants(regex: str, constants: dict[str, str]) -> str:
+    """Put each constant back into the regex as its ASCII-only JSON spelling."""
+    for placeholder, value in constants.items():
+        if placeholder not in regex:
+            raise RuntimeError(
+                f"Outlines wrote the constant placeholder {placeholder!r} differently in the "
+                "schema's regex; this Outlines version is not supported."
+            )
+        spelled = json.dumps(value, ensure_ascii=True)[1:-1]
+        pattern = "".join("\\" + char if char in _REGEX_SPECIAL else char for char in spelled)
+        regex = regex.replace(placeholder, pattern)
+    return regex
+
+
 class PerRowSchemaProcessor:
     """A transformers logits processor with one Outlines guide per batch row.
 
     Rows whose guide has finished may only produce end-of-sequence; transformers then
-    pads them until the whole batch is done.
+    pads them until the whole batch is done. A row whose guide fails (an error while
+    advancing or masking, or a state that allows no token at all) is stopped the same way
+    and keeps its error (:meth:`error`): the other rows of the batch go on.
     """
 
     def __init__(
@@ -117,10 +185,15 @@ class PerRowSchemaProcessor:
         self._mask: torch.Tensor | None = None
         self._bit_positions: torch.Tensor | None = None
         self._strings: list[_StringState] = [_StringState() for _ in self._indexes]
+        self._errors: list[str | None] = [None] * len(self._indexes)
 
     def finished(self, row: int) -> bool:
         """Whether the JSON of ``row`` is complete."""
         return self._guides is not None and bool(self._guides[row].is_finished())
+
+    def error(self, row: int) -> str | None:
+        """Why the constraint of ``row`` failed during generation (None when it did not)."""
+        return self._errors[row]
 
     def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
         import torch
@@ -135,25 +208,49 @@ class PerRowSchemaProcessor:
             self._advance(input_ids)
         assert self._mask is not None and self._bit_positions is not None
         for row, guide in enumerate(self._guides):
+            if self._errors[row] is not None:
+                continue
             # The guide writes its allowed-token bits straight into the row (a contiguous
             # int32 CPU buffer). Outlines' kernel module does the same but imports
             # torch.compile machinery on import (2.5 s per process here).
             bits = self._mask[row]
-            guide.write_mask_into(bits.data_ptr(), bits.numel(), bits.element_size())
+            try:
+                guide.write_mask_into(bits.data_ptr(), bits.numel(), bits.element_size())
+            except Exception as error:
+                self._fail(row, f"{type(error).__name__}: {error}")
         allowed = ((self._mask.unsqueeze(-1) >> self._bit_positions) & 1).bool()
         allowed = allowed.view(batch, -1)[:, :vocab]
         self._cap_strings(allowed)
+        self._stop_failed_rows(allowed)
         return scores.masked_fill(~allowed.to(scores.device), float("-inf"))
 
     def _advance(self, input_ids: torch.Tensor) -> None:
         assert self._guides is not None
         texts = self._compiler.token_texts()
         last_tokens = input_ids[:, -1].tolist()
-        for guide, state, token in zip(self._guides, self._strings, last_tokens):
+        for row, (guide, state, token) in enumerate(zip(self._guides, self._strings, last_tokens)):
             # A finished guide has nothing to advance; the row is only being padded.
-            if not guide.is_finished():
-                guide.advance(token_id=token, return_tokens=False)
+            if self._errors[row] is None and not guide.is_finished():
+                try:
+                    guide.advance(token_id=token, return_tokens=False)
+                except Exception as error:
+                    self._fail(row, f"{type(error).__name__}: {error}")
+                    continue
                 state.feed(texts[token] if token < len(texts) else "")
+
+    def _fail(self, row: int, reason: str) -> None:
+        self._errors[row] = reason
+
+    def _stop_failed_rows(self, allowed: torch.Tensor) -> None:
+        """Rows that failed, or whose constraint allows no token, may only end."""
+        assert self._guides is not None
+        empty = (~allowed.any(dim=1)).tolist()
+        for row, nothing_allowed in enumerate(empty):
+            if self._errors[row] is None and nothing_allowed:
+                self._fail(row, "the constraint allows no next token here.")
+            if self._errors[row] is not None:
+                allowed[row] = False
+                allowed[row, self._compiler.eos_token_id] = True
 
     def _cap_strings(self, allowed: torch.Tensor) -> None:
         quotes: torch.Tensor | None = None

@@ -361,15 +361,21 @@ class TransformersJudge(KeepsCallLog):
         processor = None
         if kind == "json":
             assert schema_texts is not None
-            processor = self._processor([schema_texts[item.position] for item in chunk])
+            chunk, indexes = self._compile_rows(chunk, schema_texts, results, usages)
+            if not chunk:
+                return
+            processor = self._processor(indexes)
         try:
             generated = self._forward(chunk, budget, processor)
         except OfflineScorerError:
             raise
         except Exception as error:
-            if is_out_of_memory(error) and len(chunk) > 1:
-                # Retry in halves, down to one prompt, before anything fails.
-                _free_accelerator_memory()
+            if len(chunk) > 1:
+                # One row must not sink its batch: retry in halves, down to one prompt, so
+                # only the row that fails (out of memory even alone, or any other error in
+                # its own generation) gets the error.
+                if is_out_of_memory(error):
+                    _free_accelerator_memory()
                 middle = len(chunk) // 2
                 for half in (chunk[:middle], chunk[middle:]):
                     self._run_chunk(kind, half, schema_texts, budget, results, usages)
@@ -380,13 +386,13 @@ class TransformersJudge(KeepsCallLog):
                 else ""
             )
             failure = JudgeOutputError(
-                f"Generation failed for a batch of {len(chunk)} prompts{hint}: "
-                f"{type(error).__name__}: {error}"
+                f"Generation failed for prompt {chunk[0].position}{hint}: "
+                f"{type(error).__name__}: {error}",
+                index=chunk[0].position,
             )
             failure.__cause__ = error
-            for item in chunk:
-                results[item.position] = failure
-                usages[item.position] = ItemUsage(len(item.token_ids), 0, 0.0)
+            results[chunk[0].position] = failure
+            usages[chunk[0].position] = ItemUsage(len(chunk[0].token_ids), 0, 0.0)
             return
         share = (time.perf_counter() - started) / len(chunk)
         for row, (item, (ids, ended)) in enumerate(zip(chunk, generated)):
@@ -394,7 +400,15 @@ class TransformersJudge(KeepsCallLog):
             truncated = not ended
             if kind == "json":
                 result: Any = text
-                if processor is not None and not processor.finished(row):
+                row_error = processor.error(row) if processor is not None else None
+                if row_error is not None:
+                    result = JudgeOutputError(
+                        f"The JSON constraint of prompt {item.position} failed while "
+                        f"generating: {row_error} Output so far: {text[:200]!r}",
+                        index=item.position,
+                        raw_output=text,
+                    )
+                elif processor is not None and not processor.finished(row):
                     result = JudgeOutputError(
                         f"The judge reached its token budget (max_new_tokens_json={budget}) "
                         "before the JSON closed. Raise max_new_tokens_json or shorten the "
@@ -410,15 +424,41 @@ class TransformersJudge(KeepsCallLog):
                 len(item.token_ids), len(ids), share, truncated=truncated
             )
 
-    def _processor(self, schema_texts: list[str]) -> Any:
-        from offline_scorer.judges.transformers._constraint import (
-            PerRowSchemaProcessor,
-            SchemaCompiler,
-        )
+    def _compile_rows(
+        self,
+        chunk: list[_Encoded],
+        schema_texts: list[str],
+        results: list[Any],
+        usages: list[ItemUsage | None],
+    ) -> tuple[list[_Encoded], list[Any]]:
+        """Compile each row's schema; a row whose schema cannot be compiled fails alone."""
+        from offline_scorer.judges.transformers._constraint import SchemaCompiler
 
         if self._compiler is None:
             self._compiler = SchemaCompiler(self.load().tokenizer)
-        indexes = [self._compiler.index_for(text) for text in schema_texts]
+        kept, indexes = [], []
+        for item in chunk:
+            try:
+                indexes.append(self._compiler.index_for(schema_texts[item.position]))
+            except Exception as error:
+                failure = JudgeOutputError(
+                    f"The JSON schema of prompt {item.position} cannot be enforced with "
+                    f"the vocabulary of model '{self.model_id}' ({type(error).__name__}: "
+                    f"{str(error)[:300]}). Its text needs characters the vocabulary cannot "
+                    "spell where the schema fixes them (a pattern); the other prompts of the "
+                    "batch are not affected.",
+                    index=item.position,
+                )
+                failure.__cause__ = error
+                results[item.position] = failure
+                usages[item.position] = ItemUsage(len(item.token_ids), 0, 0.0)
+            else:
+                kept.append(item)
+        return kept, indexes
+
+    def _processor(self, indexes: list[Any]) -> Any:
+        from offline_scorer.judges.transformers._constraint import PerRowSchemaProcessor
+
         return PerRowSchemaProcessor(
             indexes,
             self._compiler,
