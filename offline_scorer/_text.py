@@ -120,3 +120,10 @@ def ground_truth_text(value: Any) -> str | None:
             f"ground_truth: a {type(value).__name__} cannot be rendered as text; pass a string, "
             "a number, or JSON-compatible dicts and lists."
         ) from error
+
+
+def has_ground_truth(value: Any) -> bool:
+    """Whether a ground truth is given: not None or blank, and a list holds a non-blank one."""
+    if isinstance(value, (list, tuple)):
+        return any(has_ground_truth(item) for item in value)
+    return value is not None and not (isinstance(value, str) and not value.strip())

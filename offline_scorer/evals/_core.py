@@ -16,6 +16,7 @@ from itertools import islice
 from typing import Any, Literal, NamedTuple
 
 from offline_scorer._exceptions import ConfigurationError, DataError, ScorerRunError
+from offline_scorer._text import has_ground_truth
 from offline_scorer.evals._agent import LocalAgent
 from offline_scorer.evals._data import MISSING, DataItem, Dataset, Fields
 from offline_scorer.evals._types import (
@@ -192,7 +193,7 @@ def dataset_facts(dataset: Dataset) -> RowFacts:
     if isinstance(dataset.items, list):
         return RowFacts(
             without_output=[item.line for item in dataset.items if not item.has_output],
-            with_ground_truth=sum(item.ground_truth not in (None, "") for item in dataset.items),
+            with_ground_truth=sum(has_ground_truth(item.ground_truth) for item in dataset.items),
         )
     return RowFacts(dataset.lines_without_output, dataset.rows_with_ground_truth)
 

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from offline_scorer._exceptions import DataError
-from offline_scorer._text import extract_text, ground_truth_text
+from offline_scorer._text import extract_text, ground_truth_text, has_ground_truth
 from offline_scorer.evals._types import RowProblem
 
 MISSING = object()
@@ -137,7 +137,7 @@ def load_dataset(
             # Facts the callers need, gathered in this one pass (a lazy file is not re-read).
             if not checked.has_output:
                 lines_without_output.append(checked.line)
-            if checked.ground_truth not in (None, ""):
+            if has_ground_truth(checked.ground_truth):
                 rows_with_ground_truth += 1
             if keep:
                 items.append(checked)

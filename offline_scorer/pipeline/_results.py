@@ -24,6 +24,17 @@ class StepStats(BaseModel):
     truncated: bool = Field(False, description="Free text cut at its token budget.")
 
 
+class ReferenceOutcome(BaseModel):
+    """How a run scored against one of its alternative references."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    ground_truth: str
+    status: Status
+    score: float | None = None
+    error: str | None = None
+
+
 class ScoreResult(BaseModel):
     """Everything about one scorer run: score, reason and the transcript of every step.
 
@@ -47,6 +58,14 @@ class ScoreResult(BaseModel):
     input: Any = None
     output: Any = None
     ground_truth: Any = None
+    reference_index: int | None = Field(
+        None,
+        description="With several references: which one (0-based) the score, the step "
+        "results and the reason come from, the best-scoring one.",
+    )
+    references: list[ReferenceOutcome] | None = Field(
+        None, description="With several references: the outcome against each, in order."
+    )
     request_context: dict[str, Any] | None = None
     preprocess_prompt: list[dict[str, str]] | None = None
     preprocess_step_result: Any = None

@@ -22,6 +22,8 @@ from offline_scorer._exceptions import ConfigurationError, ScorerRunError
 from offline_scorer._text import extract_text
 from offline_scorer.judges._keys import Prompt
 from offline_scorer.judges._protocol import ItemUsage, Judge, unwrap
+from offline_scorer.pipeline import _alternatives
+from offline_scorer.pipeline._alternatives import References
 from offline_scorer.pipeline._results import STEP_ORDER, ScoreResult, StepStats
 from offline_scorer.pipeline._steps import (
     FunctionStep,
@@ -67,8 +69,10 @@ class Scorer:
         options: BaseModel | None = None,
         language: str = "en",
         needs_ground_truth: bool = False,
+        references: References | None = None,
     ):
         self.id = id
+        self.references = references
         self.needs_ground_truth = needs_ground_truth
         self.name = name
         self.description = description
@@ -130,14 +134,20 @@ class Scorer:
 
         Each run is a mapping with ``input``, ``output`` and optionally ``ground_truth``,
         ``run_id`` and ``request_context``. A run whose step fails is returned with status
-        ``failed``; the other runs of the batch keep going.
+        ``failed``; the other runs of the batch keep going. When the scorer was built with
+        ``references``, a run with several alternative references is scored against each
+        and keeps the best (``reference_index`` and ``references`` in its result).
 
         Raises:
             TypeError: a run's ``input`` or ``output`` is not an accepted shape (checked for
                 every run before any model call).
         """
-        states = [self._start(position, run) for position, run in enumerate(runs)]
+        members, groups = _alternatives.expand(list(runs), self.references)
+        states = [self._start(position, run) for position, run in members]
         for step_name in STEP_ORDER:
+            if step_name == "generate_reason":
+                # Only the best of a run's alternative references is explained.
+                _alternatives.drop_losers(groups, states)
             step = self.steps.get(step_name)
             pending = [state for state in states if not state.done]
             if step is None or not pending:
@@ -150,7 +160,7 @@ class Scorer:
             if not state.done:
                 state.result.status = "scored"
                 state.result.score = state.context.results.get("generate_score")
-        return [state.result for state in states]
+        return _alternatives.results(groups, states)
 
     # ----------------------------------------------------------------- stages
 
@@ -330,6 +340,7 @@ def create_scorer(
     options: BaseModel | None = None,
     language: str = "en",
     needs_ground_truth: bool = False,
+    references: References | None = None,
 ) -> Scorer:
     """Build a scorer from up to four steps.
 
@@ -349,6 +360,9 @@ def create_scorer(
         language: prompt language passed to the steps.
         needs_ground_truth: every run needs a ground truth (lets ``run_evals`` and the CLI
             refuse a dataset without one before any model loads).
+        references: a function of a run's ground truth returning its alternative
+            references (a list of strings), or None for a single reference; a run with
+            alternatives is scored against each and keeps the best.
 
     Raises:
         ConfigurationError: ``generate_score`` is missing, or a prompt step has no judge.
@@ -397,6 +411,7 @@ def create_scorer(
         options=options,
         language=language,
         needs_ground_truth=needs_ground_truth,
+        references=references,
     )
 
 

@@ -14,7 +14,7 @@ contradiction class yet); extra answer units are those the model matches to noth
 
 from __future__ import annotations
 
-from functools import lru_cache
+from functools import lru_cache, partial
 from typing import Any, Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -32,6 +32,7 @@ from offline_scorer.scorers._common import (
     format_score,
     item_limit,
     judge_source,
+    reference_alternatives,
     text_item,
     unique_in_order,
 )
@@ -92,6 +93,9 @@ class AnswerSimilarityOptions(BaseModel):
     )
     extraction: ExtractionMode = Field(
         "auto", description="model, split or auto (the card's choice)."
+    )
+    split_alternatives: bool = Field(
+        True, description="Read one short reference with ' | ' or ' / ' as alternatives."
     )
 
     def points(self) -> dict[str, float]:
@@ -372,9 +376,14 @@ def create_answer_similarity_scorer(
     verdicts: VerdictsMode = "auto",
     scoring: ScoringMode = "auto",
     extraction: ExtractionMode = "auto",
+    split_alternatives: bool = True,
     **judge_settings: Any,
 ) -> Scorer:
     """Build the answer similarity scorer.
+
+    A run whose ground truth is a list of accepted answers is scored against each and keeps
+    the best (a deviation from the reference, which takes one string); its result names the
+    winner (``reference_index``) and every reference's outcome (``references``).
 
     Args:
         model: a model card name, HF model directory or .gguf file (default: the embedded
@@ -393,6 +402,8 @@ def create_answer_similarity_scorer(
             reads from the card's fitted verdict model when it has one).
         scoring: ``hard``, ``expected`` or ``auto`` (the card's choice).
         extraction: ``model``, ``split`` or ``auto`` (the card's choice).
+        split_alternatives: also treat one short reference string with `` | `` or `` / ``
+            between its parts ("Paris / City of Light") as a list of alternatives.
         **judge_settings: passed to the judge built for ``model``.
 
     Raises:
@@ -409,6 +420,7 @@ def create_answer_similarity_scorer(
         "verdicts": verdicts,
         "scoring": scoring,
         "extraction": extraction,
+        "split_alternatives": split_alternatives,
     }
     build_options(AnswerSimilarityOptions, SCORER_ID, values)
     check_language(language)
@@ -428,6 +440,7 @@ def create_answer_similarity_scorer(
         options=options,
         language=language,
         needs_ground_truth=require_ground_truth,
+        references=partial(reference_alternatives, split_strings=split_alternatives),
     )
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable
 from typing import Annotated, Any
 
@@ -138,3 +139,37 @@ def text_item(*sources: str) -> Any:
     banned = "" if any("_" in source for source in sources) else "_"
     pattern = rf'^([^{banned}"\\\x00-\x1f]|\\["\\/])+$'
     return Annotated[str, StringConstraints(pattern=pattern)]
+
+
+# " | " or " / " with spaces on both sides, between alternatives ("Paris / City of Light").
+_ALTERNATIVES = re.compile(r"\s+[|/]\s+")
+_NUMBER = re.compile(r"^[\d.,]+$")
+
+
+def reference_alternatives(value: Any, *, split_strings: bool = True) -> list[str] | None:
+    """A ground truth's alternative references, or None when it is a single reference.
+
+    A list (or tuple) is always a set of alternatives: its non-blank strings, stripped,
+    repeats removed (an empty list means no reference). With ``split_strings``, one short
+    string (at most 30 words) with `` | `` or `` / `` between non-numeric parts is one too.
+
+    Raises:
+        TypeError: a list item is not a string or a number.
+    """
+    if isinstance(value, (list, tuple)):
+        items = []
+        for position, item in enumerate(value):
+            if isinstance(item, bool) or not isinstance(item, (str, int, float)):
+                raise TypeError(
+                    f"ground_truth[{position}]: a list of references holds strings, got "
+                    f"{type(item).__name__}. Pass each accepted answer as a string."
+                )
+            text = str(item).strip()
+            if text and text not in items:
+                items.append(text)
+        return items
+    if split_strings and isinstance(value, str) and len(value.split()) <= 30:
+        parts = [part.strip() for part in _ALTERNATIVES.split(value.strip())]
+        if len(parts) > 1 and all(parts) and not all(_NUMBER.match(p) for p in parts):
+            return list(dict.fromkeys(parts))
+    return None

@@ -150,7 +150,8 @@ def similarity_tables(result: ScoreResult) -> list[StepTable]:
     Returns:
         The tables the run's step results allow (none when it has neither).
     """
-    tables = [
+    tables = _references_table(result)
+    tables += [
         _units_table(heading, units)
         for key, heading in _UNIT_LISTS
         if (units := _list_of(_field(result.preprocess_step_result, key), object)) is not None
@@ -165,6 +166,26 @@ def similarity_tables(result: ScoreResult) -> list[StepTable]:
     contradictions = _list_of(_field(analysis, "contradictions"), Mapping) or []
     tables.append(_records_table("contradictions", contradictions, _CONTRADICTION_COLUMNS, "bad"))
     return tables
+
+
+def _references_table(result: ScoreResult) -> list[StepTable]:
+    """With several references: each one's outcome, the one the steps below come from marked."""
+    if not result.references:
+        return []
+    rows = tuple(
+        StepRow(
+            (
+                "used" if position == result.reference_index else None,
+                outcome.ground_truth,
+                outcome.score,
+                outcome.status if outcome.error is None else f"{outcome.status}: {outcome.error}",
+            ),
+            "ok" if position == result.reference_index else None,
+        )
+        for position, outcome in enumerate(result.references)
+    )
+    columns = ("", "reference", "score", "status")
+    return [StepTable("references (the best one is used)", columns, rows, kind_column=0)]
 
 
 def _units_table(heading: str, units: Sequence[Any]) -> StepTable:

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from offline_scorer._exceptions import DataError
+from offline_scorer._text import has_ground_truth
 from offline_scorer.evals._core import RowFacts
 from offline_scorer.evals._data import (
     Dataset,
@@ -176,7 +177,7 @@ def scan_rows(source: RaySource, fields: Fields, skip_invalid: bool) -> RowCheck
                 problems.append(checked.message)
                 continue
             usable += 1
-            with_truth += checked.ground_truth not in (None, "")
+            with_truth += has_ground_truth(checked.ground_truth)
             if not checked.has_output:
                 without_output.append(checked.item_id)
         return {

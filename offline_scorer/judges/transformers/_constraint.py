@@ -73,6 +73,25 @@ class SchemaCompiler:
             self._indexes[schema_json] = index
         return index
 
+    def index_or_error(self, schema_json: str, position: int, model_id: str) -> Any:
+        """The index of one prompt's schema, or the :class:`JudgeOutputError` that fails
+        that prompt alone when its schema cannot be compiled for this vocabulary."""
+        from offline_scorer._exceptions import JudgeOutputError
+
+        try:
+            return self.index_for(schema_json)
+        except Exception as error:
+            failure = JudgeOutputError(
+                f"The JSON schema of prompt {position} cannot be enforced with the "
+                f"vocabulary of model '{model_id}' ({type(error).__name__}: "
+                f"{str(error)[:300]}). Its text needs characters the vocabulary cannot spell "
+                "where the schema fixes them (a pattern); the other prompts of the batch are "
+                "not affected.",
+                index=position,
+            )
+            failure.__cause__ = error
+            return failure
+
     def token_texts(self) -> list[str]:
         """The text of every token id (used to follow JSON string state)."""
         if self._token_texts is None:

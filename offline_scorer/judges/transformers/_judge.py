@@ -438,22 +438,15 @@ class TransformersJudge(KeepsCallLog):
             self._compiler = SchemaCompiler(self.load().tokenizer)
         kept, indexes = [], []
         for item in chunk:
-            try:
-                indexes.append(self._compiler.index_for(schema_texts[item.position]))
-            except Exception as error:
-                failure = JudgeOutputError(
-                    f"The JSON schema of prompt {item.position} cannot be enforced with "
-                    f"the vocabulary of model '{self.model_id}' ({type(error).__name__}: "
-                    f"{str(error)[:300]}). Its text needs characters the vocabulary cannot "
-                    "spell where the schema fixes them (a pattern); the other prompts of the "
-                    "batch are not affected.",
-                    index=item.position,
-                )
-                failure.__cause__ = error
-                results[item.position] = failure
+            index = self._compiler.index_or_error(
+                schema_texts[item.position], item.position, self.model_id
+            )
+            if isinstance(index, JudgeOutputError):
+                results[item.position] = index
                 usages[item.position] = ItemUsage(len(item.token_ids), 0, 0.0)
             else:
                 kept.append(item)
+                indexes.append(index)
         return kept, indexes
 
     def _processor(self, indexes: list[Any]) -> Any:
