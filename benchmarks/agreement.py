@@ -234,13 +234,26 @@ def minilm_cosine(first: str | None, second: str | None) -> float:
 
 
 Baseline = Callable[[dict[str, Any]], float]
+
+
+def references_of(row: dict[str, Any]) -> list[str]:
+    """The row's reference, or its several references (``--references all``)."""
+    truth = row.get("ground_truth")
+    if isinstance(truth, list):
+        return [str(item) for item in truth] or [""]
+    return [truth or ""]
+
+
+def best_over_references(measure: Callable[[str, str], float]) -> Baseline:
+    """A similarity baseline taking the best over the row's references, like the scorer."""
+    return lambda row: max(measure(row["output"], ref) for ref in references_of(row))
+
+
 BASELINES: dict[str, dict[str, Baseline]] = {
     SIMILARITY: {
-        "token F1 vs reference": lambda row: token_f1(row["output"], row["ground_truth"] or ""),
-        "exact match vs reference": lambda row: exact_match(
-            row["output"], row["ground_truth"] or ""
-        ),
-        MINILM: lambda row: minilm_cosine(row["ground_truth"], row["output"]),
+        "token F1 vs reference": best_over_references(token_f1),
+        "exact match vs reference": best_over_references(exact_match),
+        MINILM: best_over_references(lambda output, ref: minilm_cosine(ref, output)),
     },
     RELEVANCY: {
         "question word overlap": lambda row: question_overlap(row["input"] or "", row["output"]),
@@ -692,8 +705,23 @@ def build_judge(args: argparse.Namespace) -> Any:
     return judge
 
 
+def with_all_references(row: dict[str, Any]) -> dict[str, Any]:
+    """The row with its ``ground_truths`` list (when it has several) as the ground truth."""
+    several = row.get("ground_truths")
+    if isinstance(several, list) and len(several) > 1:
+        return {**row, "ground_truth": several}
+    return row
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--references",
+        choices=("first", "all"),
+        default="first",
+        help="similarity: score against the first reference (default) or against every "
+        "accepted answer of a row (ground_truths), keeping the best; the baselines do the same",
+    )
     parser.add_argument(
         "--data",
         type=Path,
@@ -776,6 +804,7 @@ def main(argv: list[str] | None = None) -> int:
         "settings": judge.settings.model_dump(),
         "prompts": str(args.prompts) if args.prompts else "shipped",
         "reasons": not args.no_reason,
+        "references": args.references,
         **{name: getattr(args, name) for name in FACTORY_OPTIONS},
         "baselines": {scorer_id: list(names) for scorer_id, names in BASELINES.items()},
         "machine": machine_info(),
@@ -795,6 +824,8 @@ def main(argv: list[str] | None = None) -> int:
     text = "(no dataset selected)"
     for dataset, scorer_id in selected_blocks(args):
         rows = sample_rows(load_rows(data, dataset), args.limit, args.seed)
+        if args.references == "all" and scorer_id == SIMILARITY:
+            rows = [with_all_references(row) for row in rows]
         scorer = get_scorer(scorer_id, judge=judge, **factory_options(args))
         if args.no_reason:
             scorer.steps.pop("generate_reason", None)

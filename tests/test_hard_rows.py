@@ -183,3 +183,66 @@ def test_similarity_scores_unicode_references_in_both_modes(judge: TransformersJ
             matched = [m["ground_truth_unit"] for m in results[0].analyze_step_result["matches"]]
             assert matched == units  # the constants came back as the reference's own text
             assert any("Ó" in unit or "á" in unit for unit in units)
+
+
+# ----------------------------------------------------------------------- budgets
+
+LONG_CONSTANTS = [f"Unit {n}: the river has {n} bridges." for n in range(1, 9)]
+
+
+def test_a_schema_that_needs_more_than_the_budget_gets_what_it_needs(
+    judge: TransformersJudge,
+) -> None:
+    from offline_scorer import GenerationSettings
+    from offline_scorer.judges.transformers._budget import schema_token_bound
+
+    Units = create_model(
+        "Units",
+        units=(tuple[tuple(Literal[text] for text in LONG_CONSTANTS)], ...),  # type: ignore[misc,valid-type]
+    )
+    small = judge.with_settings(GenerationSettings(max_new_tokens_json=16))
+    bound = schema_token_bound(schema_text(Units), small.settings.max_string_tokens)
+    assert bound is not None and bound > 16
+
+    out = small.generate_json([ASK, ASK], [Units, YesNo], with_usage=True)
+
+    assert list(out[0].value.units) == LONG_CONSTANTS
+    assert out[0].usage.generated_tokens > 16  # more than the configured budget, as needed
+    assert isinstance(out[1].value, YesNo)
+
+
+def test_schema_bounds_count_every_part() -> None:
+    from offline_scorer.judges.transformers._budget import schema_token_bound
+
+    Pick = create_model("Pick", choice=(Literal["yes", "no"], ...))
+    # {"choice":"yes"} is 16 characters: braces 2, key 8 + quotes-colon-comma 2, value 5.
+    assert schema_token_bound(schema_text(Pick), 64) == 2 + len('"choice"') + 2 + len('"yes"')
+    Free = create_model("Free", text=(str, ...))
+    assert schema_token_bound(schema_text(Free), 64) == 2 + len('"text"') + 2 + 64 + 3
+    Unbounded = create_model("Unbounded", items=(list[str], ...))
+    assert schema_token_bound(schema_text(Unbounded), 64) is None
+
+
+def test_a_budget_shrinks_to_the_window_and_says_why_when_it_cannot_fit() -> None:
+    """The window arithmetic alone: a context of 1,000 tokens, no model needed."""
+    from types import SimpleNamespace
+
+    from offline_scorer.judges.transformers._budget import (
+        Encoded,
+        budget_message,
+        fit_to_window,
+    )
+
+    loaded: Any = SimpleNamespace(context_length=1000, model_id="tiny-window")
+    items = [Encoded(0, [1] * 100), Encoded(1, [1] * 400), Encoded(2, [1] * 900)]
+    results: list[Any] = [None] * 3
+    usages: list[Any] = [None] * 3
+
+    valid = fit_to_window(items, [800, 800, 800], 500, loaded, results, usages)
+
+    assert [item.position for item in valid] == [0, 1]
+    assert items[0].budget == 800  # fits as asked
+    assert items[1].budget == 600 and items[1].wanted == 800  # shrunk to the window
+    assert "context window of 1000" in str(results[2])
+    message = budget_message(items[1], 1000, '{"units":[')
+    assert "may need 800" in message and "leaves 600" in message

@@ -96,7 +96,7 @@ def test_budget_exhausted_before_json_closes(judge: TransformersJudge) -> None:
     class Long(BaseModel):
         sentences: list[str] = Field(min_length=6)
 
-    with pytest.raises(JudgeOutputError, match="max_new_tokens_json=16"):
+    with pytest.raises(JudgeOutputError, match="budget of 16 tokens"):
         tight.generate_json([prompt("write six sentences")], Long)
 
 

@@ -195,8 +195,13 @@ class PerRowSchemaProcessor:
         compiler: SchemaCompiler,
         max_string_chars: int,
         max_string_tokens: int | None = None,
+        limits: Sequence[int] | None = None,
     ):
         self._indexes = list(indexes)
+        # Per row, the most new tokens it may take (rows of one batch have their own
+        # budgets; the batch runs to the largest). Past it the row may only end.
+        self._limits = list(limits) if limits is not None else None
+        self._step = 0
         self._compiler = compiler
         self._max_string_chars = max_string_chars
         self._max_string_tokens = max_string_tokens
@@ -241,6 +246,8 @@ class PerRowSchemaProcessor:
         allowed = allowed.view(batch, -1)[:, :vocab]
         self._cap_strings(allowed)
         self._stop_failed_rows(allowed)
+        self._stop_rows_past_their_budget(allowed)
+        self._step += 1
         return scores.masked_fill(~allowed.to(scores.device), float("-inf"))
 
     def _advance(self, input_ids: torch.Tensor) -> None:
@@ -256,6 +263,15 @@ class PerRowSchemaProcessor:
                     self._fail(row, f"{type(error).__name__}: {error}")
                     continue
                 state.feed(texts[token] if token < len(texts) else "")
+
+    def _stop_rows_past_their_budget(self, allowed: torch.Tensor) -> None:
+        """A row that has used its own budget may only end (it is reported as cut)."""
+        if self._limits is None:
+            return
+        for row, limit in enumerate(self._limits):
+            if self._step >= limit:
+                allowed[row] = False
+                allowed[row, self._compiler.eos_token_id] = True
 
     def _fail(self, row: int, reason: str) -> None:
         self._errors[row] = reason

@@ -6,12 +6,10 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, cast
 
 from offline_scorer._exceptions import (
     ConfigurationError,
-    ContextLengthError,
     JudgeOutputError,
     OfflineScorerError,
 )
@@ -37,6 +35,12 @@ from offline_scorer.judges._protocol import (
     schemas_per_prompt,
 )
 from offline_scorer.judges._settings import Device, DType, GenerationSettings
+from offline_scorer.judges.transformers._budget import (
+    Encoded,
+    budget_message,
+    fit_to_window,
+    json_budgets,
+)
 from offline_scorer.judges.transformers._decoding import (
     _cut_at_eos,
     _eos_ids,
@@ -51,15 +55,6 @@ from offline_scorer.judges.transformers._loading import LoadedModel, load_model
 
 if TYPE_CHECKING:
     pass
-
-
-@dataclass
-class _Encoded:
-    """One prompt rendered by the chat template and tokenized."""
-
-    position: int
-    token_ids: list[int]
-    prefill: str = ""
 
 
 class TransformersJudge(KeepsCallLog):
@@ -197,7 +192,7 @@ class TransformersJudge(KeepsCallLog):
         """
         schemas = schemas_per_prompt(schema, len(prompts))
         texts = [schema_text(s) for s in schemas]
-        raw, usages = self._generate("json", prompts, texts, self.settings.max_new_tokens_json)
+        raw, usages = self._generate("json", prompts, texts, json_budgets(texts, self.settings))
         results: list[Any] = []
         for index, (outcome, item_schema) in enumerate(zip(raw, schemas)):
             if isinstance(outcome, BaseException):
@@ -224,7 +219,8 @@ class TransformersJudge(KeepsCallLog):
         An answer cut by the token budget is trimmed back to its last full sentence and
         marked ``truncated`` in the call log.
         """
-        raw, usages = self._generate("text", prompts, None, self.settings.max_new_tokens_text)
+        budgets = [self.settings.max_new_tokens_text] * len(prompts)
+        raw, usages = self._generate("text", prompts, None, budgets)
         return finish(raw, return_exceptions, usages, with_usage)
 
     def score_labels(
@@ -266,7 +262,7 @@ class TransformersJudge(KeepsCallLog):
         if prompts:
             loaded = self.load()
             encoded = [self._encode(position, prompt) for position, prompt in enumerate(prompts)]
-            valid = self._check_lengths(encoded, 8, loaded, results, usages)
+            valid = fit_to_window(encoded, [8] * len(encoded), 8, loaded, results, usages)
             outcomes = score_label_rows(
                 loaded,
                 [(item.token_ids, per_prompt[item.position]) for item in valid],
@@ -286,7 +282,7 @@ class TransformersJudge(KeepsCallLog):
         kind: Literal["json", "text"],
         prompts: Sequence[Prompt],
         schema_texts: list[str] | None,
-        budget: int,
+        budgets: list[int],
     ) -> tuple[list[Any], list[ItemUsage]]:
         started = time.perf_counter()
         call = JudgeCall(kind)
@@ -295,19 +291,20 @@ class TransformersJudge(KeepsCallLog):
         if prompts:
             loaded = self.load()
             encoded = [self._encode(position, prompt) for position, prompt in enumerate(prompts)]
-            valid = self._check_lengths(encoded, budget, loaded, results, usages)
+            floor = budgets[0] if kind == "text" else self.settings.max_new_tokens_json
+            valid = fit_to_window(encoded, budgets, floor, loaded, results, usages)
             # Longest first: similar lengths share a sub-batch, so little padding is wasted.
             valid.sort(key=lambda item: -len(item.token_ids))
             size = self.settings.batch_size
             for start in range(0, len(valid), size):
                 chunk = valid[start : start + size]
-                self._run_chunk(kind, chunk, schema_texts, budget, results, usages)
+                self._run_chunk(kind, chunk, schema_texts, results, usages)
         call.items = [usage or NO_USAGE for usage in usages]
         call.seconds = time.perf_counter() - started
         self._log.add(call)
         return results, call.items
 
-    def _encode(self, position: int, prompt: Prompt) -> _Encoded:
+    def _encode(self, position: int, prompt: Prompt) -> Encoded:
         tokenizer = self.load().tokenizer
         messages = [dict(message) for message in prompt]
         if not messages:
@@ -322,38 +319,13 @@ class TransformersJudge(KeepsCallLog):
             continue_final_message=prefill,
         )
         ids = tokenizer(text, add_special_tokens=False)["input_ids"]
-        return _Encoded(position, list(ids), messages[-1]["content"] if prefill else "")
-
-    def _check_lengths(
-        self,
-        encoded: list[_Encoded],
-        budget: int,
-        loaded: LoadedModel,
-        results: list[Any],
-        usages: list[ItemUsage | None],
-    ) -> list[_Encoded]:
-        valid = []
-        for item in encoded:
-            needed = len(item.token_ids) + budget
-            if needed > loaded.context_length:
-                results[item.position] = ContextLengthError(
-                    f"Prompt {item.position} has {len(item.token_ids)} tokens; with the "
-                    f"generation budget of {budget} tokens it needs {needed}, but model "
-                    f"'{loaded.model_id}' has a context window of {loaded.context_length} "
-                    "tokens. Shorten the text (nothing is truncated silently) or use a model "
-                    "with a longer context."
-                )
-                usages[item.position] = ItemUsage(len(item.token_ids), 0, 0.0)
-            else:
-                valid.append(item)
-        return valid
+        return Encoded(position, list(ids), messages[-1]["content"] if prefill else "")
 
     def _run_chunk(
         self,
         kind: Literal["json", "text"],
-        chunk: list[_Encoded],
+        chunk: list[Encoded],
         schema_texts: list[str] | None,
-        budget: int,
         results: list[Any],
         usages: list[ItemUsage | None],
     ) -> None:
@@ -364,9 +336,10 @@ class TransformersJudge(KeepsCallLog):
             chunk, indexes = self._compile_rows(chunk, schema_texts, results, usages)
             if not chunk:
                 return
-            processor = self._processor(indexes)
+            processor = self._processor(indexes, [item.budget for item in chunk])
         try:
-            generated = self._forward(chunk, budget, processor)
+            # Each row stops at its own end; the batch runs to its largest budget.
+            generated = self._forward(chunk, max(item.budget for item in chunk), processor)
         except OfflineScorerError:
             raise
         except Exception as error:
@@ -378,7 +351,7 @@ class TransformersJudge(KeepsCallLog):
                     _free_accelerator_memory()
                 middle = len(chunk) // 2
                 for half in (chunk[:middle], chunk[middle:]):
-                    self._run_chunk(kind, half, schema_texts, budget, results, usages)
+                    self._run_chunk(kind, half, schema_texts, results, usages)
                 return
             hint = (
                 " even alone; use a smaller model or a shorter input"
@@ -410,9 +383,7 @@ class TransformersJudge(KeepsCallLog):
                     )
                 elif processor is not None and not processor.finished(row):
                     result = JudgeOutputError(
-                        f"The judge reached its token budget (max_new_tokens_json={budget}) "
-                        "before the JSON closed. Raise max_new_tokens_json or shorten the "
-                        f"input. Partial output: {text[:200]!r}",
+                        budget_message(item, self.load().context_length, text),
                         index=item.position,
                         raw_output=text,
                     )
@@ -426,11 +397,11 @@ class TransformersJudge(KeepsCallLog):
 
     def _compile_rows(
         self,
-        chunk: list[_Encoded],
+        chunk: list[Encoded],
         schema_texts: list[str],
         results: list[Any],
         usages: list[ItemUsage | None],
-    ) -> tuple[list[_Encoded], list[Any]]:
+    ) -> tuple[list[Encoded], list[Any]]:
         """Compile each row's schema; a row whose schema cannot be compiled fails alone."""
         from offline_scorer.judges.transformers._constraint import SchemaCompiler
 
@@ -449,7 +420,7 @@ class TransformersJudge(KeepsCallLog):
                 indexes.append(index)
         return kept, indexes
 
-    def _processor(self, indexes: list[Any]) -> Any:
+    def _processor(self, indexes: list[Any], limits: list[int]) -> Any:
         from offline_scorer.judges.transformers._constraint import PerRowSchemaProcessor
 
         return PerRowSchemaProcessor(
@@ -457,10 +428,11 @@ class TransformersJudge(KeepsCallLog):
             self._compiler,
             self.settings.max_string_chars,
             self.settings.max_string_tokens,
+            limits,
         )
 
     def _forward(
-        self, chunk: list[_Encoded], budget: int, processor: Any
+        self, chunk: list[Encoded], budget: int, processor: Any
     ) -> list[tuple[list[int], bool]]:
         """Run one left-padded greedy generation; return (new ids, ended with EOS) per row."""
         import torch
