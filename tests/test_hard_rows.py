@@ -246,3 +246,31 @@ def test_a_budget_shrinks_to_the_window_and_says_why_when_it_cannot_fit() -> Non
     assert "context window of 1000" in str(results[2])
     message = budget_message(items[1], 1000, '{"units":[')
     assert "may need 800" in message and "leaves 600" in message
+
+
+def test_a_long_answer_gets_a_reason_whose_prompt_stays_bounded(judge: TransformersJudge) -> None:
+    """A 16,000-character answer: its last unit folds in the rest of the text, which the
+    reason prompt once quoted two or three times over (12,000 tokens: past the window)."""
+    from offline_scorer import create_answer_relevancy_scorer
+
+    sentences = [
+        f"Point {n}: the kidneys filter about {n + 100} litres of blood in one of their cycles."
+        for n in range(220)
+    ]
+    output = " ".join(sentences)
+    assert len(output) > 16000
+    run = {
+        "input": "What do the kidneys do?",
+        "output": output,
+        "ground_truth": "The kidneys filter blood. " + " ".join(sentences[:60]),
+    }
+    for scorer in (
+        create_answer_similarity_scorer(judge=judge),
+        create_answer_relevancy_scorer(judge=judge),
+    ):
+        result = scorer.run(**run)
+        assert result.status == "scored" and result.reason
+        assert result.reason.startswith("The score is")
+        assert result.steps["generate_reason"].prompt_tokens < 3000
+        shown = result.generate_reason_prompt[-2]["content"]  # type: ignore[index]
+        assert "more characters]" in shown  # the long texts are clipped, and say so

@@ -24,8 +24,11 @@ from offline_scorer.pipeline._prompts import render_prompt
 from offline_scorer.pipeline._scorer import Scorer, create_scorer
 from offline_scorer.pipeline._steps import Parts, PromptStep, Skip, StepContext
 from offline_scorer.scorers._common import (
+    REASON_TEXT_CHARS,
+    REASON_UNIT_CHARS,
     FiniteFloat,
     build_options,
+    clip,
     format_score,
     item_limit,
     judge_source,
@@ -325,23 +328,21 @@ def _score(ctx: StepContext) -> float:
     )
 
 
-# A long answer's reason prompt shows its start and this many verdicts, then counts the rest.
+# A reason prompt shows the start of a long answer and this many verdicts, then counts the rest.
 REASON_VERDICTS = 24
 
 
 def _render_reason(ctx: StepContext) -> Any:
     options: AnswerRelevancyOptions = ctx.options
-    output = ctx.output_text
-    if options.split_long_answers and len(output) > options.chunk_chars:
-        output = f"{output[: options.chunk_chars]} [... {len(output) - options.chunk_chars} more characters]"
     verdicts = ctx.analyze_result["results"]
-    shown = verdicts if not options.split_long_answers else verdicts[:REASON_VERDICTS]
+    shown = verdicts[:REASON_VERDICTS]
+    statements = ctx.preprocess_result["statements"]
     variables = {
-        "input": ctx.input_text,
-        "output": output,
+        "input": clip(ctx.input_text, REASON_TEXT_CHARS),
+        "output": clip(ctx.output_text, min(options.chunk_chars, REASON_TEXT_CHARS)),
         "score": format_score(ctx.score),
         "scale": format_score(options.scale),
-        "statements": ctx.preprocess_result["statements"],
+        "statements": [clip(statement, REASON_UNIT_CHARS) for statement in statements],
         "verdicts": shown,
         "more_verdicts": len(verdicts) - len(shown),
         "summary": relevancy_summary(verdicts, ctx.language),

@@ -27,8 +27,11 @@ from offline_scorer.pipeline._prompts import check_language, render_prompt
 from offline_scorer.pipeline._scorer import Scorer, create_scorer
 from offline_scorer.pipeline._steps import PromptStep, Skip, StepContext
 from offline_scorer.scorers._common import (
+    REASON_TEXT_CHARS,
+    REASON_UNIT_CHARS,
     FiniteFloat,
     build_options,
+    clip,
     format_score,
     item_limit,
     judge_source,
@@ -351,14 +354,31 @@ def _render_reason(ctx: StepContext) -> Any:
     if _missing_ground_truth(ctx):
         return Skip(NO_GROUND_TRUTH_REASON[ctx.language])
     variables = {
-        "output": ctx.output_text,
-        "ground_truth": ground_truth_text(ctx.ground_truth),
+        "output": clip(ctx.output_text, REASON_TEXT_CHARS),
+        "ground_truth": clip(ground_truth_text(ctx.ground_truth), REASON_TEXT_CHARS),
         "score": format_score(ctx.score),
         "scale": format_score(ctx.options.scale),
-        "analysis": ctx.analyze_result,
+        "analysis": _clipped_analysis(ctx.analyze_result),
         "summary": similarity_summary(ctx.analyze_result, ctx.language),
     }
     return render_prompt(TEMPLATES, ctx.language, "reason", variables)
+
+
+def _clipped_analysis(analysis: dict[str, Any]) -> dict[str, Any]:
+    """The analysis as the reason prompt shows it: every quoted unit clipped."""
+
+    def unit_fields(record: dict[str, Any]) -> dict[str, Any]:
+        return {
+            key: clip(value, REASON_UNIT_CHARS) if key.endswith("_unit") else value
+            for key, value in record.items()
+        }
+
+    return {
+        **analysis,
+        "matches": [unit_fields(match) for match in analysis["matches"]],
+        "contradictions": [unit_fields(item) for item in analysis["contradictions"]],
+        "extra_in_output": [clip(unit, REASON_UNIT_CHARS) for unit in analysis["extra_in_output"]],
+    }
 
 
 def create_answer_similarity_scorer(

@@ -173,3 +173,17 @@ def reference_alternatives(value: Any, *, split_strings: bool = True) -> list[st
         if len(parts) > 1 and all(parts) and not all(_NUMBER.match(p) for p in parts):
             return list(dict.fromkeys(parts))
     return None
+
+
+# A reason prompt shows each text and each quoted unit at most this long: the reason needs
+# the gist, and a long answer (its last unit folds in the rest of the text) would otherwise
+# appear two or three times over and outgrow the context window.
+REASON_TEXT_CHARS = 1200
+REASON_UNIT_CHARS = 160
+
+
+def clip(text: Any, limit: int) -> Any:
+    """``text`` cut at ``limit`` characters with a note of how much was left out."""
+    if not isinstance(text, str) or len(text) <= limit:
+        return text
+    return f"{text[:limit].rstrip()} [... {len(text) - limit} more characters]"
