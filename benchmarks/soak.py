@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from agreement import REPO, SEED, load_rows, resolve_data, sample_rows
+from agreement import error_kind as error_class
 
 from offline_scorer import (
     TransformersJudge,
@@ -67,8 +68,7 @@ def error_kind(error: str | None) -> str:
     for kind, pattern in _KINDS:
         if pattern.search(text):
             return kind
-    found = re.search(r"(\w+(?:Error|Exception)):", text)
-    return found.group(1) if found else "other"
+    return error_class(text)
 
 
 @dataclass
