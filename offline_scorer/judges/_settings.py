@@ -49,6 +49,22 @@ class GenerationSettings(BaseModel):
     batch_size: int = Field(
         8, ge=1, le=1024, description="Prompts per forward pass; larger batches use more memory."
     )
+    decoder: Literal["loop", "generate"] = Field(
+        "loop",
+        description=(
+            "'loop': our decode loop (shared-prefix cache, preallocated cache, rows leave the "
+            "batch when done, jump-forward); 'generate': transformers' generate. Same greedy "
+            "choices; models whose cache is not plain full attention always use 'generate'."
+        ),
+    )
+    prefix_cache: bool = Field(
+        True,
+        description="Compute the system block shared by a step's prompts once per model (loop only).",
+    )
+    jump_forward: bool = Field(
+        True,
+        description="Take tokens the JSON constraint forces without a decode step each (loop only).",
+    )
 
     def cache_key_part(self) -> dict[str, object]:
         """The settings that change what a model answers, for result-cache keys."""

@@ -122,6 +122,8 @@ class Encoded:
     """New tokens this prompt may generate (set by :func:`fit_to_window`)."""
     wanted: int = 0
     """The budget it asked for (more than ``budget`` when the window is too short)."""
+    prefix: int = 0
+    """How many leading tokens are the prompt's system block (shared by a step's prompts)."""
 
 
 def json_budgets(schema_texts: list[str], settings: GenerationSettings) -> list[int]:

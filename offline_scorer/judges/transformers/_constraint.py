@@ -181,12 +181,13 @@ def _escaped_constants(regex: str, constants: dict[str, str]) -> str:
 
 
 class PerRowSchemaProcessor:
-    """A transformers logits processor with one Outlines guide per batch row.
+    """One Outlines guide per batch row: a logits processor for ``generate`` and the
+    constraint of our own decode loop (``_loop.py``).
 
-    Rows whose guide has finished may only produce end-of-sequence; transformers then
-    pads them until the whole batch is done. A row whose guide fails (an error while
-    advancing or masking, or a state that allows no token at all) is stopped the same way
-    and keeps its error (:meth:`error`): the other rows of the batch go on.
+    Rows whose guide has finished may only produce end-of-sequence. A row whose guide fails
+    (an error while advancing or masking, or a state that allows no token at all) is
+    stopped the same way and keeps its error (:meth:`error`): the other rows of the batch
+    go on. A row that has taken its own budget of tokens may only end.
     """
 
     def __init__(
@@ -199,17 +200,18 @@ class PerRowSchemaProcessor:
     ):
         self._indexes = list(indexes)
         # Per row, the most new tokens it may take (rows of one batch have their own
-        # budgets; the batch runs to the largest). Past it the row may only end.
+        # budgets). Past it the row may only end.
         self._limits = list(limits) if limits is not None else None
-        self._step = 0
+        self._taken = [0] * len(self._indexes)
         self._compiler = compiler
         self._max_string_chars = max_string_chars
         self._max_string_tokens = max_string_tokens
         self._guides: list[Any] | None = None
-        self._mask: torch.Tensor | None = None
         self._bit_positions: torch.Tensor | None = None
         self._strings: list[_StringState] = [_StringState() for _ in self._indexes]
         self._errors: list[str | None] = [None] * len(self._indexes)
+        # A row's next mask, computed early by forced() and used by the next allowed().
+        self._pending: dict[int, torch.Tensor] = {}
 
     def finished(self, row: int) -> bool:
         """Whether the JSON of ``row`` is complete."""
@@ -220,87 +222,102 @@ class PerRowSchemaProcessor:
         return self._errors[row]
 
     def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
-        import torch
-        from outlines_core import Guide
-
+        """The logits-processor form, for ``generate``: every row steps together."""
         batch, vocab = scores.shape
         if self._guides is None:
-            self._guides = [Guide(index) for index in self._indexes]
-            self._mask = torch.zeros((batch, (vocab + 31) // 32), dtype=torch.int32)
-            self._bit_positions = torch.arange(32, dtype=torch.int32)
+            self._start()
         else:
-            self._advance(input_ids)
-        assert self._mask is not None and self._bit_positions is not None
-        for row, guide in enumerate(self._guides):
-            if self._errors[row] is not None:
-                continue
-            # The guide writes its allowed-token bits straight into the row (a contiguous
-            # int32 CPU buffer). Outlines' kernel module does the same but imports
-            # torch.compile machinery on import (2.5 s per process here).
-            bits = self._mask[row]
-            try:
-                guide.write_mask_into(bits.data_ptr(), bits.numel(), bits.element_size())
-            except Exception as error:
-                self._fail(row, f"{type(error).__name__}: {error}")
-        allowed = ((self._mask.unsqueeze(-1) >> self._bit_positions) & 1).bool()
-        allowed = allowed.view(batch, -1)[:, :vocab]
-        self._cap_strings(allowed)
-        self._stop_failed_rows(allowed)
-        self._stop_rows_past_their_budget(allowed)
-        self._step += 1
+            for row, token in enumerate(input_ids[:, -1].tolist()):
+                self.advance(row, int(token))
+        allowed = self.allowed(range(batch), vocab)
         return scores.masked_fill(~allowed.to(scores.device), float("-inf"))
 
-    def _advance(self, input_ids: torch.Tensor) -> None:
-        assert self._guides is not None
-        texts = self._compiler.token_texts()
-        last_tokens = input_ids[:, -1].tolist()
-        for row, (guide, state, token) in enumerate(zip(self._guides, self._strings, last_tokens)):
-            # A finished guide has nothing to advance; the row is only being padded.
-            if self._errors[row] is None and not guide.is_finished():
-                try:
-                    guide.advance(token_id=token, return_tokens=False)
-                except Exception as error:
-                    self._fail(row, f"{type(error).__name__}: {error}")
-                    continue
-                state.feed(texts[token] if token < len(texts) else "")
+    def allowed(self, rows: Sequence[int], vocab: int) -> torch.Tensor:
+        """Boolean [len(rows), vocab]: the tokens each of these rows may take next."""
+        import torch
 
-    def _stop_rows_past_their_budget(self, allowed: torch.Tensor) -> None:
-        """A row that has used its own budget may only end (it is reported as cut)."""
-        if self._limits is None:
+        self._start()
+        masks = [self._pending.pop(row, None) for row in rows]
+        return torch.stack(
+            [
+                mask if mask is not None else self._row_allowed(row, vocab)
+                for row, mask in zip(rows, masks)
+            ]
+        )
+
+    def advance(self, row: int, token: int) -> None:
+        """Feed the token ``row`` took (a finished or failed row has nothing to follow)."""
+        self._start()
+        assert self._guides is not None
+        self._pending.pop(row, None)
+        guide = self._guides[row]
+        if self._errors[row] is not None or guide.is_finished():
             return
-        for row, limit in enumerate(self._limits):
-            if self._step >= limit:
-                allowed[row] = False
-                allowed[row, self._compiler.eos_token_id] = True
+        self._taken[row] += 1
+        try:
+            guide.advance(token_id=token, return_tokens=False)
+        except Exception as error:
+            self._fail(row, f"{type(error).__name__}: {error}")
+            return
+        texts = self._compiler.token_texts()
+        self._strings[row].feed(texts[token] if token < len(texts) else "")
+
+    def forced(self, row: int, vocab: int) -> int | None:
+        """The one token ``row`` may take next, when exactly one is allowed (else None)."""
+        allowed = self._row_allowed(row, vocab)
+        self._pending[row] = allowed
+        found = allowed.nonzero()
+        return int(found[0, 0]) if found.shape[0] == 1 else None
+
+    def _start(self) -> None:
+        if self._guides is None:
+            import torch
+            from outlines_core import Guide
+
+            self._guides = [Guide(index) for index in self._indexes]
+            self._bit_positions = torch.arange(32, dtype=torch.int32)
+
+    def _row_allowed(self, row: int, vocab: int) -> torch.Tensor:
+        import torch
+
+        assert self._guides is not None and self._bit_positions is not None
+        eos = self._compiler.eos_token_id
+        if self._errors[row] is None:
+            # The guide writes its allowed-token bits straight into a contiguous int32 CPU
+            # buffer. Outlines' kernel module does the same but imports torch.compile
+            # machinery on import (2.5 s per process here).
+            bits = torch.zeros((vocab + 31) // 32, dtype=torch.int32)
+            try:
+                self._guides[row].write_mask_into(
+                    bits.data_ptr(), bits.numel(), bits.element_size()
+                )
+            except Exception as error:
+                self._fail(row, f"{type(error).__name__}: {error}")
+            allowed = ((bits.unsqueeze(-1) >> self._bit_positions) & 1).bool().view(-1)[:vocab]
+            self._cap_string(row, allowed)
+            if not bool(allowed.any()) and self._errors[row] is None:
+                self._fail(row, "the constraint allows no next token here.")
+        past_budget = self._limits is not None and self._taken[row] >= self._limits[row]
+        if self._errors[row] is not None or past_budget:
+            # A failed row, or one past its own budget (reported as cut), may only end.
+            allowed = torch.zeros(vocab, dtype=torch.bool)
+            allowed[eos] = True
+        return allowed
 
     def _fail(self, row: int, reason: str) -> None:
         self._errors[row] = reason
 
-    def _stop_failed_rows(self, allowed: torch.Tensor) -> None:
-        """Rows that failed, or whose constraint allows no token, may only end."""
-        assert self._guides is not None
-        empty = (~allowed.any(dim=1)).tolist()
-        for row, nothing_allowed in enumerate(empty):
-            if self._errors[row] is None and nothing_allowed:
-                self._fail(row, "the constraint allows no next token here.")
-            if self._errors[row] is not None:
-                allowed[row] = False
-                allowed[row, self._compiler.eos_token_id] = True
-
-    def _cap_strings(self, allowed: torch.Tensor) -> None:
-        quotes: torch.Tensor | None = None
-        for row, state in enumerate(self._strings):
-            too_long = state.length >= self._max_string_chars or (
-                self._max_string_tokens is not None and state.tokens >= self._max_string_tokens
-            )
-            if state.inside and too_long:
-                if quotes is None:
-                    quotes = self._compiler.quote_tokens(allowed.shape[1])
-                closing = allowed[row] & quotes
-                # Only narrow when the schema allows a closing token here (a constant
-                # string longer than the cap must still be written out in full).
-                if bool(closing.any()):
-                    allowed[row] = closing
+    def _cap_string(self, row: int, allowed: torch.Tensor) -> None:
+        state = self._strings[row]
+        too_long = state.length >= self._max_string_chars or (
+            self._max_string_tokens is not None and state.tokens >= self._max_string_tokens
+        )
+        if state.inside and too_long:
+            closing = allowed & self._compiler.quote_tokens(allowed.shape[0])
+            # Only narrow when the schema allows a closing token here (a constant string
+            # longer than the cap must still be written out in full).
+            if bool(closing.any()):
+                allowed.copy_(closing)
 
 
 class _StringState:

@@ -95,3 +95,81 @@ def trim_to_sentence(text: str) -> str:
     if text.endswith((".", "!", "?")):
         return text
     return text[: cut + 1] if cut > 0 else text
+
+
+def decode_rows(
+    loaded: Any,
+    chunk: list[Any],
+    processor: Any,
+    settings: Any,
+) -> list[tuple[list[int], bool]]:
+    """Greedy generation of one sub-batch; per row (new ids, ended with EOS).
+
+    Our loop (``_loop.py``) when the settings ask for it and the model's cache allows it,
+    else transformers' ``generate``. Each row stops at its own budget.
+    """
+    from offline_scorer.judges.transformers._loop import Row, decode, supports_loop
+
+    model, tokenizer = loaded.model, loaded.tokenizer
+    eos_ids = _eos_ids(model, tokenizer)
+    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else eos_ids[0]
+    if settings.decoder == "generate" or not supports_loop(model):
+        return _generate(loaded, chunk, processor, settings, eos_ids, pad_id)
+    stop = None
+    if processor is None and settings.max_sentences_text:
+        limit = settings.max_sentences_text
+
+        def stop(row: int, ids: list[int]) -> bool:
+            text = tokenizer.decode(ids, skip_special_tokens=True)
+            return bool(count_sentences(str(text)) >= limit)
+
+    return decode(
+        model,
+        [Row(item.token_ids, item.budget, item.prefix) for item in chunk],
+        eos_ids=eos_ids,
+        pad_id=pad_id,
+        constraint=processor,
+        stop=stop,
+        prefixes=loaded.prefixes if settings.prefix_cache else None,
+        jump_forward=settings.jump_forward,
+    )
+
+
+def _generate(
+    loaded: Any,
+    chunk: list[Any],
+    processor: Any,
+    settings: Any,
+    eos_ids: list[int],
+    pad_id: int,
+) -> list[tuple[list[int], bool]]:
+    """One left-padded ``model.generate`` call; the batch runs to its largest budget."""
+    import torch
+    from transformers import GenerationConfig, LogitsProcessorList, StoppingCriteriaList
+
+    tokenizer, model = loaded.tokenizer, loaded.model
+    input_ids, attention = _left_pad([item.token_ids for item in chunk], pad_id)
+    config = GenerationConfig(  # type: ignore[no-untyped-call]
+        do_sample=False,
+        max_new_tokens=max(item.budget for item in chunk),
+        pad_token_id=pad_id,
+        eos_token_id=eos_ids,
+        bos_token_id=model.generation_config.bos_token_id,
+    )
+    processors = LogitsProcessorList([processor] if processor is not None else [])
+    stopping = None
+    if processor is None and settings.max_sentences_text:
+        stopping = StoppingCriteriaList(
+            [_SentenceLimit(tokenizer, input_ids.shape[1], settings.max_sentences_text)]
+        )
+    device = model.device
+    with torch.inference_mode():
+        output = model.generate(
+            input_ids=input_ids.to(device),
+            attention_mask=attention.to(device),
+            generation_config=config,
+            logits_processor=processors,
+            stopping_criteria=stopping,
+        )
+    new_tokens = output[:, input_ids.shape[1] :].tolist()
+    return [_cut_at_eos(row, eos_ids) for row in new_tokens]

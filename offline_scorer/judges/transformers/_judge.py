@@ -6,7 +6,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, Literal, cast
+from typing import TYPE_CHECKING, Any, Literal
 
 from offline_scorer._exceptions import (
     ConfigurationError,
@@ -42,12 +42,9 @@ from offline_scorer.judges.transformers._budget import (
     json_budgets,
 )
 from offline_scorer.judges.transformers._decoding import (
-    _cut_at_eos,
-    _eos_ids,
     _free_accelerator_memory,
     _join_prefill,
-    _left_pad,
-    _SentenceLimit,
+    decode_rows,
     is_out_of_memory,
     trim_to_sentence,
 )
@@ -105,6 +102,7 @@ class TransformersJudge(KeepsCallLog):
         self._fingerprint: str | None = None
         self._lock = threading.Lock()
         self._log = CallLog()
+        self._system_ids: dict[str, list[int]] = {}
 
     # ------------------------------------------------------------------ identity
 
@@ -318,8 +316,28 @@ class TransformersJudge(KeepsCallLog):
             add_generation_prompt=not prefill,
             continue_final_message=prefill,
         )
-        ids = tokenizer(text, add_special_tokens=False)["input_ids"]
-        return Encoded(position, list(ids), messages[-1]["content"] if prefill else "")
+        ids = list(tokenizer(text, add_special_tokens=False)["input_ids"])
+        prefix = self._system_prefix(messages, ids)
+        return Encoded(position, ids, messages[-1]["content"] if prefill else "", prefix=prefix)
+
+    def _system_prefix(self, messages: list[dict[str, Any]], ids: list[int]) -> int:
+        """How many leading ids are the rendered system message (0 when it is not a prefix).
+
+        A step's system block is the same for all its prompts, so its keys and values are
+        computed once (see ``_loop.py``); the rendering of one system text is remembered.
+        """
+        if len(messages) < 2 or messages[0]["role"] != "system":
+            return 0
+        content = str(messages[0]["content"])
+        known = self._system_ids.get(content)
+        if known is None:
+            tokenizer = self.load().tokenizer
+            text = tokenizer.apply_chat_template([messages[0]], tokenize=False)
+            known = list(tokenizer(text, add_special_tokens=False)["input_ids"])
+            if len(self._system_ids) >= 64:
+                self._system_ids.clear()
+            self._system_ids[content] = known
+        return len(known) if ids[: len(known)] == known else 0
 
     def _run_chunk(
         self,
@@ -434,36 +452,8 @@ class TransformersJudge(KeepsCallLog):
     def _forward(
         self, chunk: list[Encoded], budget: int, processor: Any
     ) -> list[tuple[list[int], bool]]:
-        """Run one left-padded greedy generation; return (new ids, ended with EOS) per row."""
-        import torch
-        from transformers import GenerationConfig, LogitsProcessorList, StoppingCriteriaList
+        """Greedy generation of one sub-batch: (new ids, ended with EOS) per row.
 
-        loaded = self.load()
-        tokenizer, model = loaded.tokenizer, cast(Any, loaded.model)
-        eos_ids = _eos_ids(model, tokenizer)
-        pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else eos_ids[0]
-        input_ids, attention = _left_pad([item.token_ids for item in chunk], pad_id)
-        config = GenerationConfig(  # type: ignore[no-untyped-call]
-            do_sample=False,
-            max_new_tokens=budget,
-            pad_token_id=pad_id,
-            eos_token_id=eos_ids,
-            bos_token_id=model.generation_config.bos_token_id,
-        )
-        processors = LogitsProcessorList([processor] if processor is not None else [])
-        stopping = None
-        if processor is None and self.settings.max_sentences_text:
-            stopping = StoppingCriteriaList(
-                [_SentenceLimit(tokenizer, input_ids.shape[1], self.settings.max_sentences_text)]
-            )
-        device = model.device
-        with torch.inference_mode():
-            output = model.generate(
-                input_ids=input_ids.to(device),
-                attention_mask=attention.to(device),
-                generation_config=config,
-                logits_processor=processors,
-                stopping_criteria=stopping,
-            )
-        new_tokens = output[:, input_ids.shape[1] :].tolist()
-        return [_cut_at_eos(row, eos_ids) for row in new_tokens]
+        ``budget`` is the largest of the rows' budgets; each row stops at its own.
+        """
+        return decode_rows(self.load(), chunk, processor, self.settings)

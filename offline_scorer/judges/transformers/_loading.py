@@ -17,7 +17,7 @@ import uuid
 import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -44,6 +44,7 @@ from offline_scorer.judges._cards import (
     resolve_model,
     sha256_of,
 )
+from offline_scorer.judges.transformers._loop import PrefixStore
 
 logger = logging.getLogger(__name__)
 
@@ -63,6 +64,8 @@ class LoadedModel:
     context_length: int
     load_seconds: float
     from_converted_cache: bool
+    prefixes: PrefixStore = field(default_factory=PrefixStore, repr=False, compare=False)
+    """Keys and values of the shared prompt prefixes seen so far (see ``_loop.py``)."""
 
 
 def load_model(

@@ -1,0 +1,394 @@
+"""Our own greedy decode loop, in place of ``model.generate`` (issue 14).
+
+What it does that ``generate`` does not, each measured in ``benchmarks/RESULTS.md``:
+
+* **a shared prefix computed once**: the system block of a step's prompt is the same text
+  for every item. Its keys and values are computed once per prefix (a step, a language, a
+  model) and copied into every row of a batch; only each row's own tokens go through the
+  prefill. The rows are laid out as ``[prefix | padding | own tokens]``, the padding masked,
+  and positions counted per row, so each token sees exactly what it sees without the cache.
+* **a preallocated key/value cache**: each layer writes its new keys into a buffer that
+  doubles when full, instead of concatenating the whole cache at every step.
+* **rows leave the batch** as soon as they end, so the others do not carry them as padding.
+* **jump-forward**: when the JSON constraint allows exactly one next token (a key, a quote,
+  a constant string), that token is taken without a decode step of its own and fed to the
+  model together with the row's previous token; a row whose constraint allows only the end
+  ends at once.
+
+Greedy choices are the same as ``generate``'s with the same constraint: an allowed token
+is the argmax of the masked scores, and a forced token is the only allowed one.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import TYPE_CHECKING, Any, cast
+
+if TYPE_CHECKING:
+    import torch
+
+# How many distinct prefixes stay cached per model (each holds keys and values for one row).
+PREFIX_CACHE_ENTRIES = 32
+# A shared prefix shorter than this is not worth a cache entry.
+MIN_PREFIX_TOKENS = 16
+
+
+@dataclass
+class Row:
+    """One prompt to decode: its token ids, its budget, and the length of its shared prefix."""
+
+    token_ids: list[int]
+    budget: int
+    prefix: int = 0
+
+
+def new_cache(model: Any, capacity: int) -> Any:
+    """A cache whose full-attention layers write into preallocated buffers.
+
+    Returns None when the model has layers of another kind (sliding windows, linear
+    attention): the caller then uses ``generate``.
+    """
+    from transformers import DynamicCache
+    from transformers.cache_utils import DynamicLayer
+
+    cache = DynamicCache(config=model.config)
+    if not cache.layers or any(type(layer) is not DynamicLayer for layer in cache.layers):
+        return None
+    growing = _growing_layer_class()
+    cache.layers = cast(Any, [growing(capacity) for _ in cache.layers])
+    return cache
+
+
+def supports_loop(model: Any) -> bool:
+    """Whether this model can run in our loop (plain full attention, a causal LM forward)."""
+    try:
+        return new_cache(model, 1) is not None
+    except Exception:
+        return False
+
+
+class PrefixStore:
+    """Keys and values of shared prompt prefixes, per model, least recently used dropped."""
+
+    def __init__(self, entries: int = PREFIX_CACHE_ENTRIES):
+        self._entries = entries
+        self._store: OrderedDict[tuple[int, ...], list[tuple[torch.Tensor, torch.Tensor]]] = (
+            OrderedDict()
+        )
+        self._lock = threading.Lock()
+        self.hits = 0
+        self.misses = 0
+
+    def get(self, model: Any, ids: tuple[int, ...]) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        """The per-layer (keys, values) of ``ids`` for one row, computed on first use."""
+        with self._lock:
+            found = self._store.get(ids)
+            if found is not None:
+                self._store.move_to_end(ids)
+                self.hits += 1
+                return found
+        import torch
+
+        cache = new_cache(model, len(ids))
+        assert cache is not None
+        device = model.device
+        with torch.inference_mode():
+            model(
+                input_ids=torch.tensor([ids], device=device),
+                cache=cache,
+                use_cache=True,
+                logits_to_keep=1,
+            )
+        layers = [(layer.keys.clone(), layer.values.clone()) for layer in cache.layers]
+        with self._lock:
+            self.misses += 1
+            self._store[ids] = layers
+            while len(self._store) > self._entries:
+                self._store.popitem(last=False)
+        return layers
+
+    def __len__(self) -> int:
+        return len(self._store)
+
+
+@lru_cache(maxsize=1)
+def _growing_layer_class() -> Any:
+    """The cache layer class, made on first use (transformers loads only then)."""
+    from transformers.cache_utils import DynamicLayer
+
+    return type("GrowingLayer", (_Growing, DynamicLayer), {})
+
+
+class _Growing:
+    """One layer's keys and values in a buffer that doubles when full.
+
+    It answers the calls transformers makes on a cache layer (``update``,
+    ``get_seq_length``, ``get_mask_sizes``) and the loop's own (``preload``, ``select``);
+    it is mixed into transformers' own layer class, whose type checks the cache makes.
+    """
+
+    is_sliding = False
+    is_compileable = False
+    is_initialized = False
+
+    def __init__(self, capacity: int):
+        self._capacity = max(1, capacity)
+        self._length = 0
+        self._keys: torch.Tensor | None = None
+        self._values: torch.Tensor | None = None
+        self.keys: torch.Tensor | None = None
+        self.values: torch.Tensor | None = None
+
+    def _allocate(self, like: torch.Tensor, batch: int) -> None:
+        _, heads, _, dim = like.shape
+        shape = (batch, heads, self._capacity, dim)
+        self._keys = like.new_empty(shape)
+        self._values = like.new_empty(shape)
+        self.device = like.device
+        self.is_initialized = True
+
+    def preload(self, keys: torch.Tensor, values: torch.Tensor, batch: int) -> None:
+        """Start every row of the batch from the same (one-row) keys and values."""
+        self._capacity = max(self._capacity, keys.shape[2])
+        self._allocate(keys, batch)
+        assert self._keys is not None and self._values is not None
+        length = keys.shape[2]
+        self._keys[:, :, :length] = keys
+        self._values[:, :, :length] = values
+        self._set_length(length)
+
+    def update(
+        self, key_states: torch.Tensor, value_states: torch.Tensor, *args: Any, **kwargs: Any
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        if not self.is_initialized:
+            self._allocate(key_states, key_states.shape[0])
+        assert self._keys is not None and self._values is not None
+        start, count = self._length, key_states.shape[2]
+        if start + count > self._capacity:
+            self._grow(start + count)
+        self._keys[:, :, start : start + count] = key_states
+        self._values[:, :, start : start + count] = value_states
+        self._set_length(start + count)
+        assert self.keys is not None and self.values is not None
+        return self.keys, self.values
+
+    def _grow(self, needed: int) -> None:
+        import torch
+
+        assert self._keys is not None and self._values is not None
+        capacity = max(needed, 2 * self._capacity)
+        keys = self._keys.new_empty((*self._keys.shape[:2], capacity, self._keys.shape[3]))
+        values = torch.empty_like(keys)
+        keys[:, :, : self._length] = self._keys[:, :, : self._length]
+        values[:, :, : self._length] = self._values[:, :, : self._length]
+        self._keys, self._values, self._capacity = keys, values, capacity
+
+    def _set_length(self, length: int) -> None:
+        assert self._keys is not None and self._values is not None
+        self._length = length
+        self.keys = self._keys[:, :, :length]
+        self.values = self._values[:, :, :length]
+
+    def select(self, rows: torch.Tensor) -> None:
+        """Keep only these batch rows."""
+        assert self._keys is not None and self._values is not None
+        self._keys = self._keys.index_select(0, rows)
+        self._values = self._values.index_select(0, rows)
+        self._set_length(self._length)
+
+    def get_seq_length(self) -> int:
+        return self._length
+
+    def get_mask_sizes(self, query_length: int) -> tuple[int, int]:
+        return self._length + query_length, 0
+
+    def get_max_length(self) -> int:
+        return -1
+
+
+class Constraint:
+    """What the loop asks of a JSON constraint (``PerRowSchemaProcessor`` implements it)."""
+
+    def allowed(self, rows: Sequence[int], vocab: int) -> torch.Tensor:  # pragma: no cover
+        """Boolean [len(rows), vocab]: the tokens each row may take next."""
+        raise NotImplementedError
+
+    def advance(self, row: int, token: int) -> None:  # pragma: no cover
+        """Feed the token the row took."""
+        raise NotImplementedError
+
+
+@dataclass
+class LoopStats:
+    """Counts of one decode, for profiles and tests."""
+
+    forward_passes: int = 0
+    forced_tokens: int = 0
+    prefix_tokens_reused: int = 0
+
+
+def decode(
+    model: Any,
+    rows: Sequence[Row],
+    *,
+    eos_ids: Sequence[int],
+    pad_id: int,
+    constraint: Constraint | None = None,
+    stop: Callable[[int, list[int]], bool] | None = None,
+    prefixes: PrefixStore | None = None,
+    jump_forward: bool = True,
+    stats: LoopStats | None = None,
+) -> list[tuple[list[int], bool]]:
+    """Greedy decoding of a batch of prompts; per row, (new ids, ended with EOS).
+
+    Args:
+        model: a causal LM whose cache is plain full attention (see :func:`supports_loop`).
+        rows: the prompts, each with its own budget of new tokens and, when ``prefixes``
+            is given, the length of a prefix it shares with every other row.
+        eos_ids: tokens that end a row (not returned).
+        pad_id: the id written in padded places (never attended to).
+        constraint: the JSON constraint, or None for free text.
+        stop: ``stop(row, new_ids)`` True ends a free-text row early (not as EOS).
+        prefixes: the store of shared prefixes; None computes every prompt in full.
+        jump_forward: take tokens the constraint forces without a step of their own.
+        stats: filled with counts when given.
+    """
+    import torch
+
+    stats = stats if stats is not None else LoopStats()
+    count = len(rows)
+    out: list[list[int]] = [[] for _ in range(count)]
+    ended = [False] * count
+    if count == 0:
+        return []
+    device = model.device
+    eos = set(eos_ids)
+
+    shared = min(row.prefix for row in rows) if prefixes is not None else 0
+    first_ids = rows[0].token_ids[:shared]
+    if shared < MIN_PREFIX_TOKENS or any(
+        len(row.token_ids) <= shared or row.token_ids[:shared] != first_ids for row in rows
+    ):
+        shared = 0
+    tails = [row.token_ids[shared:] for row in rows]
+    width = max(len(tail) for tail in tails)
+    longest = max(row.budget for row in rows)
+    cache = new_cache(model, shared + width + longest + 8)
+    assert cache is not None
+    if shared:
+        assert prefixes is not None
+        for layer, (keys, values) in zip(cache.layers, prefixes.get(model, tuple(first_ids))):
+            layer.preload(keys, values, count)
+        stats.prefix_tokens_reused += shared * count
+
+    ids = torch.full((count, width), pad_id, dtype=torch.long)
+    mask = torch.zeros((count, shared + width), dtype=torch.long)
+    mask[:, :shared] = 1
+    positions = torch.zeros((count, width), dtype=torch.long)
+    for index, tail in enumerate(tails):
+        ids[index, width - len(tail) :] = torch.tensor(tail, dtype=torch.long)
+        mask[index, shared + width - len(tail) :] = 1
+        positions[index, width - len(tail) :] = torch.arange(shared, shared + len(tail))
+    next_position = torch.tensor([len(row.token_ids) for row in rows], dtype=torch.long)
+
+    active = list(range(count))
+    with torch.inference_mode():
+        logits = _forward(model, ids, mask, positions, cache, device)
+        stats.forward_passes += 1
+        while active:
+            vocab = logits.shape[-1]
+            if constraint is not None:
+                allowed = constraint.allowed(active, vocab).to(logits.device)
+                logits = logits.masked_fill(~allowed, float("-inf"))
+            chosen = logits.argmax(dim=-1).tolist()
+            feeds: list[list[int]] = []
+            still: list[int] = []
+            for slot, row in enumerate(active):
+                token = int(chosen[slot])
+                if token in eos:
+                    ended[row] = True
+                    continue
+                fed = [token]
+                out[row].append(token)
+                if constraint is not None:
+                    constraint.advance(row, token)
+                    if jump_forward:
+                        finished = _jump(constraint, row, vocab, out[row], fed, eos, rows[row])
+                        stats.forced_tokens += len(fed) - 1
+                        if finished:
+                            ended[row] = True
+                            continue
+                if len(out[row]) >= rows[row].budget or (stop is not None and stop(row, out[row])):
+                    continue
+                feeds.append(fed)
+                still.append(slot)
+            if not still:
+                break
+            if len(still) < len(active):
+                keep = torch.tensor(still, dtype=torch.long)
+                for layer in cache.layers:
+                    layer.select(keep.to(device))
+                mask = mask.index_select(0, keep)
+                next_position = next_position.index_select(0, keep)
+                active = [active[slot] for slot in still]
+            step = max(len(fed) for fed in feeds)
+            ids = torch.full((len(active), step), pad_id, dtype=torch.long)
+            new_mask = torch.zeros((len(active), step), dtype=torch.long)
+            positions = torch.zeros((len(active), step), dtype=torch.long)
+            for index, fed in enumerate(feeds):
+                start = int(next_position[index])
+                ids[index, step - len(fed) :] = torch.tensor(fed, dtype=torch.long)
+                new_mask[index, step - len(fed) :] = 1
+                positions[index, :] = start
+                positions[index, step - len(fed) :] = torch.arange(start, start + len(fed))
+                next_position[index] = start + len(fed)
+            mask = torch.cat([mask, new_mask], dim=1)
+            logits = _forward(model, ids, mask, positions, cache, device)
+            stats.forward_passes += 1
+    return [(out[row], ended[row]) for row in range(count)]
+
+
+def _jump(
+    constraint: Any,
+    row: int,
+    vocab: int,
+    taken: list[int],
+    fed: list[int],
+    eos: set[int],
+    spec: Row,
+) -> bool:
+    """Take the tokens the constraint forces after the row's last one; True if it must end."""
+    while len(taken) < spec.budget:
+        forced = constraint.forced(row, vocab)
+        if forced is None:
+            return False
+        if forced in eos:
+            return True
+        taken.append(forced)
+        fed.append(forced)
+        constraint.advance(row, forced)
+    return False
+
+
+def _forward(
+    model: Any,
+    ids: torch.Tensor,
+    mask: torch.Tensor,
+    positions: torch.Tensor,
+    cache: Any,
+    device: Any,
+) -> torch.Tensor:
+    output = model(
+        input_ids=ids.to(device),
+        attention_mask=mask.to(device),
+        position_ids=positions.to(device),
+        cache=cache,
+        use_cache=True,
+        logits_to_keep=1,
+    )
+    logits: torch.Tensor = output.logits[:, -1, :].float()
+    return logits

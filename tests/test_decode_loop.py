@@ -1,0 +1,142 @@
+"""Our decode loop gives the same outputs as transformers' ``generate`` (issue 14).
+
+Real parts throughout: the embedded model, its tokenizer and chat template, real Outlines
+indexes and guides, the real scorers. Each test compares two ways of decoding the same
+prompts; greedy decoding makes them comparable token for token.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+import pytest
+from pydantic import BaseModel, Field
+
+from offline_scorer import GenerationSettings, TransformersJudge, get_scorer
+from offline_scorer.judges._keys import schema_text
+from offline_scorer.judges.transformers._constraint import PerRowSchemaProcessor, SchemaCompiler
+from offline_scorer.judges.transformers._loop import LoopStats, Row, decode
+
+pytestmark = pytest.mark.slow
+
+SYSTEM = (
+    "You check short answers to quiz questions. Read the question and the answer, then "
+    "reply in JSON: name the check you ran, give your verdict, and quote the key words."
+)
+
+
+class Check(BaseModel):
+    check: Literal["the answer names the thing the question asks for"]
+    verdict: Literal["yes", "no", "unsure"]
+    key_words: str = Field(max_length=80)
+
+
+def _prompts() -> list[list[dict[str, str]]]:
+    items = [
+        ("What is the capital of France?", "Paris."),
+        ("How many legs does a spider have?", "A spider has eight legs, like all arachnids."),
+        ("Who wrote Hamlet?", "It was written by Charles Dickens in the nineteenth century."),
+    ]
+    return [
+        [
+            {"role": "system", "content": SYSTEM},
+            {"role": "user", "content": f"Question: {q}\nAnswer: {a}"},
+        ]
+        for q, a in items
+    ]
+
+
+def _judge(judge: TransformersJudge, **settings: Any) -> TransformersJudge:
+    return TransformersJudge(judge.load(), settings=GenerationSettings(**settings))
+
+
+PLAIN = {"decoder": "loop", "prefix_cache": False, "jump_forward": False}
+
+
+def test_the_loop_equals_generate_on_the_same_prompts(judge: TransformersJudge) -> None:
+    prompts = _prompts()
+    by_generate = _judge(judge, decoder="generate")
+    by_loop = _judge(judge, **PLAIN)
+
+    json_generate = by_generate.generate_json(prompts, Check, with_usage=True)
+    json_loop = by_loop.generate_json(prompts, Check, with_usage=True)
+    text_generate = by_generate.generate_text(prompts, with_usage=True)
+    text_loop = by_loop.generate_text(prompts, with_usage=True)
+
+    assert [a.value for a in json_loop] == [a.value for a in json_generate]
+    assert [a.value for a in text_loop] == [a.value for a in text_generate]
+    # Same tokens, not only the same parsed objects.
+    assert [a.usage.generated_tokens for a in json_loop] == [
+        a.usage.generated_tokens for a in json_generate
+    ]
+    assert all(isinstance(a.value, Check) for a in json_loop)
+
+
+def test_prefix_cached_and_uncached_outputs_are_equal(judge: TransformersJudge) -> None:
+    prompts = _prompts()
+    loaded = judge.load()
+    uncached = _judge(judge, **PLAIN).generate_json(prompts, Check)
+    hits_before = loaded.prefixes.hits + loaded.prefixes.misses
+    cached_judge = _judge(judge, decoder="loop", prefix_cache=True, jump_forward=False)
+    cached = cached_judge.generate_json(prompts, Check)
+    again = cached_judge.generate_text(prompts)
+
+    assert cached == uncached
+    # The system block was really taken from the store: one entry serves every row.
+    assert loaded.prefixes.hits + loaded.prefixes.misses > hits_before
+    assert again == _judge(judge, **PLAIN).generate_text(prompts)
+
+
+def test_jump_forward_takes_forced_tokens_and_changes_nothing(judge: TransformersJudge) -> None:
+    loaded = judge.load()
+    prompts = _prompts()
+    encoded = [judge._encode(i, p) for i, p in enumerate(prompts)]
+    compiler = SchemaCompiler(loaded.tokenizer)
+    index = compiler.index_for(schema_text(Check))
+    eos = [loaded.tokenizer.eos_token_id]
+
+    def run(jump: bool) -> tuple[list[tuple[list[int], bool]], LoopStats]:
+        stats = LoopStats()
+        processor = PerRowSchemaProcessor([index] * len(encoded), compiler, 200, 64)
+        out = decode(
+            loaded.model,
+            [Row(item.token_ids, 200, item.prefix) for item in encoded],
+            eos_ids=eos,
+            pad_id=eos[0],
+            constraint=processor,
+            jump_forward=jump,
+            stats=stats,
+        )
+        return out, stats
+
+    stepped, step_stats = run(False)
+    jumped, jump_stats = run(True)
+
+    assert jumped == stepped
+    # The constant "check" text and the keys are forced: taken without steps of their own.
+    assert jump_stats.forced_tokens > 10
+    assert jump_stats.forward_passes < step_stats.forward_passes
+    assert all(ended for _, ended in jumped)
+
+
+def test_scores_and_reasons_equal_generate_end_to_end(judge: TransformersJudge) -> None:
+    runs = [
+        {
+            "input": "Who wrote Hamlet?",
+            "output": "Shakespeare wrote it.",
+            "ground_truth": "William Shakespeare.",
+        },
+        {"input": "Which planet is the red planet?", "output": "Jupiter.", "ground_truth": "Mars."},
+    ]
+    outcomes = []
+    for settings in ({"decoder": "generate"}, {}):
+        scorer = get_scorer(
+            "answer-similarity",
+            judge=_judge(judge, **settings),
+            verdicts="generate",
+            extraction="model",
+        )
+        outcomes.append([(r.status, r.score, r.reason) for r in scorer.run_batch(runs)])
+
+    assert outcomes[0] == outcomes[1]
+    assert all(status == "scored" for status, _, _ in outcomes[1])
