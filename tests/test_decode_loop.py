@@ -28,7 +28,7 @@ SYSTEM = (
 class Check(BaseModel):
     check: Literal["the answer names the thing the question asks for"]
     verdict: Literal["yes", "no", "unsure"]
-    key_words: str = Field(max_length=80)
+    key_words: str = Field(max_length=40)
 
 
 def _prompts() -> list[list[dict[str, str]]]:
@@ -121,12 +121,7 @@ def test_jump_forward_takes_forced_tokens_and_changes_nothing(judge: Transformer
 
 def test_scores_and_reasons_equal_generate_end_to_end(judge: TransformersJudge) -> None:
     runs = [
-        {
-            "input": "Who wrote Hamlet?",
-            "output": "Shakespeare wrote it.",
-            "ground_truth": "William Shakespeare.",
-        },
-        {"input": "Which planet is the red planet?", "output": "Jupiter.", "ground_truth": "Mars."},
+        {"input": "Which planet is the red planet?", "output": "Jupiter.", "ground_truth": "Mars."}
     ]
     outcomes = []
     for settings in ({"decoder": "generate"}, {}):

@@ -382,9 +382,12 @@ def _forward(
     cache: Any,
     device: Any,
 ) -> torch.Tensor:
+    # Without any padding the causal mask says everything: leaving the padding mask out
+    # saves building a [rows, 1, new, cached] mask in every layer (a fifth of a batch-1 step).
+    padded = bool((mask == 0).any())
     output = model(
         input_ids=ids.to(device),
-        attention_mask=mask.to(device),
+        attention_mask=mask.to(device) if padded else None,
         position_ids=positions.to(device),
         cache=cache,
         use_cache=True,
