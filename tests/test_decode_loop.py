@@ -135,3 +135,21 @@ def test_scores_and_reasons_equal_generate_end_to_end(judge: TransformersJudge) 
 
     assert outcomes[0] == outcomes[1]
     assert all(status == "scored" for status, _, _ in outcomes[1])
+
+
+def test_the_prefix_store_stays_within_its_entries_and_bytes(judge: TransformersJudge) -> None:
+    from offline_scorer.judges.transformers._loop import PrefixStore
+
+    model = judge.load().model
+    prefixes = [tuple(range(100 + n, 120 + n)) for n in range(3)]
+    store = PrefixStore(entries=2)
+    for ids in prefixes:
+        store.get(model, ids)
+    assert len(store) == 2 and store.misses == 3
+    store.get(model, prefixes[2])
+    assert store.hits == 1  # the most recent entry stayed
+
+    # An entry larger than the byte budget is computed and used, but not kept.
+    tiny = PrefixStore(max_bytes=1024)
+    layers = tiny.get(model, prefixes[0])
+    assert len(tiny) == 0 and len(layers) == model.config.num_hidden_layers

@@ -28,32 +28,45 @@ from offline_scorer.testing import FakeJudge
 
 @pytest.fixture
 def generate_sizes(judge: TransformersJudge) -> Iterator[Callable[[int], list[int]]]:
-    """Make the loaded model's ``generate`` raise torch's OOM error above a batch size.
+    """Make the loaded model's forward pass raise torch's OOM error above a batch size.
 
     Out-of-memory cannot be provoked safely on a shared CPU machine, so this mocks a
     device condition: the wrapper raises ``torch.OutOfMemoryError`` (what a GPU raises) when
-    asked for more than ``limit`` rows, and otherwise runs the real generation. It wraps
-    the model object from transformers (an instance attribute, removed afterwards), not a
-    method of ours. Returns the batch sizes ``generate`` was asked for.
+    a pass has more than ``limit`` rows, and otherwise runs the real pass. It wraps the
+    model object from transformers (an instance attribute, removed afterwards), not a
+    method of ours, so it holds for our decode loop and for ``generate`` alike. Returns the
+    batch sizes of the decodes that were tried (the first pass of each).
     """
+    import weakref
+
     import torch
 
-    model = judge.load().model
-    real_generate = model.generate
+    loaded = judge.load()
+    model = loaded.model
+    real_forward = model.forward
     patch = pytest.MonkeyPatch()
+    # The prompts' shared system block is computed once per model (a pass of one row);
+    # compute it before the condition is installed, as any earlier call would have.
+    first = judge._encode(0, prompt("banana"))
+    loaded.prefixes.get(model, tuple(first.token_ids[: first.prefix]))
 
     def install(limit: int) -> list[int]:
         sizes: list[int] = []
+        started: weakref.WeakSet[Any] = weakref.WeakSet()
 
-        def generate(*args: Any, **kwargs: Any) -> Any:
+        def forward(*args: Any, **kwargs: Any) -> Any:
             rows = int(kwargs["input_ids"].shape[0])
-            sizes.append(rows)
+            cache = kwargs.get("cache", kwargs.get("past_key_values"))
+            if cache is None or cache not in started:
+                sizes.append(rows)
+                if cache is not None:
+                    started.add(cache)
             if rows > limit:
                 raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
-            return real_generate(*args, **kwargs)
+            return real_forward(*args, **kwargs)
 
         # The instance dict shadows the class's method; undo deletes the key again.
-        patch.setitem(vars(model), "generate", generate)
+        patch.setitem(vars(model), "forward", forward)
         return sizes
 
     yield install

@@ -26,15 +26,19 @@ from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 if TYPE_CHECKING:
     import torch
 
 # How many distinct prefixes stay cached per model (each holds keys and values for one row).
 PREFIX_CACHE_ENTRIES = 32
+# ... and at most this many bytes of keys and values in all.
+PREFIX_CACHE_BYTES = 128 * 1024 * 1024
 # A shared prefix shorter than this is not worth a cache entry.
 MIN_PREFIX_TOKENS = 16
+# New tokens the cache has room for before its first doubling.
+FIRST_STRETCH = 128
 
 
 @dataclass
@@ -74,8 +78,10 @@ def supports_loop(model: Any) -> bool:
 class PrefixStore:
     """Keys and values of shared prompt prefixes, per model, least recently used dropped."""
 
-    def __init__(self, entries: int = PREFIX_CACHE_ENTRIES):
+    def __init__(self, entries: int = PREFIX_CACHE_ENTRIES, max_bytes: int = PREFIX_CACHE_BYTES):
         self._entries = entries
+        self._max_bytes = max_bytes
+        self._bytes = 0
         self._store: OrderedDict[tuple[int, ...], list[tuple[torch.Tensor, torch.Tensor]]] = (
             OrderedDict()
         )
@@ -104,11 +110,15 @@ class PrefixStore:
                 logits_to_keep=1,
             )
         layers = [(layer.keys.clone(), layer.values.clone()) for layer in cache.layers]
+        size = sum(k.nbytes + v.nbytes for k, v in layers)
         with self._lock:
             self.misses += 1
-            self._store[ids] = layers
-            while len(self._store) > self._entries:
-                self._store.popitem(last=False)
+            if ids not in self._store and size <= self._max_bytes:
+                self._store[ids] = layers
+                self._bytes += size
+            while len(self._store) > self._entries or self._bytes > self._max_bytes:
+                _, dropped = self._store.popitem(last=False)
+                self._bytes -= sum(k.nbytes + v.nbytes for k, v in dropped)
         return layers
 
     def __len__(self) -> int:
@@ -194,10 +204,14 @@ class _Growing:
         self.values = self._values[:, :, :length]
 
     def select(self, rows: torch.Tensor) -> None:
-        """Keep only these batch rows."""
+        """Keep only these batch rows (only the filled part is copied, so the unused rest
+        of the buffer never becomes resident memory)."""
         assert self._keys is not None and self._values is not None
-        self._keys = self._keys.index_select(0, rows)
-        self._values = self._values.index_select(0, rows)
+        keys = self._keys.new_empty((rows.shape[0], *self._keys.shape[1:]))
+        values = self._values.new_empty(keys.shape)
+        keys[:, :, : self._length] = self._keys[rows, :, : self._length]
+        values[:, :, : self._length] = self._values[rows, :, : self._length]
+        self._keys, self._values = keys, values
         self._set_length(self._length)
 
     def get_seq_length(self) -> int:
@@ -210,16 +224,20 @@ class _Growing:
         return -1
 
 
-class Constraint:
+class Constraint(Protocol):
     """What the loop asks of a JSON constraint (``PerRowSchemaProcessor`` implements it)."""
 
-    def allowed(self, rows: Sequence[int], vocab: int) -> torch.Tensor:  # pragma: no cover
+    def allowed(self, rows: Sequence[int], vocab: int) -> torch.Tensor:
         """Boolean [len(rows), vocab]: the tokens each row may take next."""
-        raise NotImplementedError
+        ...
 
-    def advance(self, row: int, token: int) -> None:  # pragma: no cover
+    def advance(self, row: int, token: int) -> None:
         """Feed the token the row took."""
-        raise NotImplementedError
+        ...
+
+    def forced(self, row: int, vocab: int) -> int | None:
+        """The only token the row may take next, or None when it has a choice."""
+        ...
 
 
 @dataclass
@@ -277,7 +295,8 @@ def decode(
     tails = [row.token_ids[shared:] for row in rows]
     width = max(len(tail) for tail in tails)
     longest = max(row.budget for row in rows)
-    cache = new_cache(model, shared + width + longest + 8)
+    # Room for the prompts and a first stretch of answer; the buffer doubles when needed.
+    cache = new_cache(model, shared + width + min(longest, FIRST_STRETCH))
     assert cache is not None
     if shared:
         assert prefixes is not None
@@ -353,7 +372,7 @@ def decode(
 
 
 def _jump(
-    constraint: Any,
+    constraint: Constraint,
     row: int,
     vocab: int,
     taken: list[int],
