@@ -36,6 +36,7 @@ DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "decode_speed.json"
 
 
 def bandwidth_bytes_per_s() -> float:
+    """Copy bandwidth: a 256 MiB tensor copied 7 times, read plus write bytes over the median."""
     import torch
 
     size = 256 * 1024 * 1024 // 4

@@ -380,15 +380,9 @@ def child_ceiling() -> dict[str, Any]:
     model = loaded.model
     weight_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
 
-    size = 256 * 1024 * 1024 // 4
-    source, target = torch.ones(size), torch.empty(size)
-    times = []
-    for _ in range(7):
-        began = time.perf_counter()
-        target.copy_(source)
-        times.append(time.perf_counter() - began)
-    bandwidth = 2 * source.numel() * source.element_size() / statistics.median(times[1:])
+    from decode_speed import bandwidth_bytes_per_s
 
+    bandwidth = bandwidth_bytes_per_s()
     ids = torch.randint(0, 1000, (1, 200))
     steps = []
     with torch.inference_mode():
