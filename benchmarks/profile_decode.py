@@ -112,19 +112,10 @@ def instrument(judge: Any, timers: list[Timers]) -> None:
         setattr(processor, name, timed(name))
 
 
-def shared_prefix_tokens(judge: Any, calls: list[Any], prompts: list[list[Any]]) -> list[int]:
-    """Per call, the prompt tokens that belong to the step's system block (all rows)."""
-    tokenizer = judge.load().tokenizer
-    out = []
-    for batch in prompts:
-        total = 0
-        for prompt in batch:
-            system = [dict(m) for m in prompt if m["role"] == "system"]
-            if system:
-                text = tokenizer.apply_chat_template(system, tokenize=False)
-                total += len(tokenizer(text, add_special_tokens=False)["input_ids"])
-        out.append(total)
-    return out
+def shared_prefix_tokens(judge: Any, prompts: list[list[Any]]) -> list[int]:
+    """Per call, the prompt tokens that belong to the step's system block (all rows), as
+    the judge itself counts them."""
+    return [sum(judge._encode(i, p).prefix for i, p in enumerate(batch)) for batch in prompts]
 
 
 VARIANTS: dict[str, dict[str, Any]] = {
@@ -165,7 +156,7 @@ def profile(loaded: Any, variant: str, scorer_id: str, items: int) -> dict[str, 
     total = time.perf_counter() - began
     loaded.model.forward = type(loaded.model).forward.__get__(loaded.model)
     calls = judge.call_log[calls_before:]
-    shared = shared_prefix_tokens(judge, calls, prompts)
+    shared = shared_prefix_tokens(judge, prompts)
     rows = []
     for call, timer, prefix in zip(calls, timers[1:], shared):
         parts = timer.parts

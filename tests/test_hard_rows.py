@@ -134,10 +134,10 @@ class _OneRowBreaks(TransformersJudge):
 
     poison: tuple[int, ...] = ()
 
-    def _forward(self, chunk, budget, processor):  # type: ignore[no-untyped-def]
+    def _forward(self, chunk, processor):  # type: ignore[no-untyped-def]
         if any(tuple(item.token_ids) == self.poison for item in chunk):
             raise RuntimeError("simulated device error in this row")
-        return super()._forward(chunk, budget, processor)
+        return super()._forward(chunk, processor)
 
 
 def test_a_generation_error_fails_only_its_row(judge: TransformersJudge) -> None:

@@ -40,11 +40,16 @@ class _SentenceLimit:
     def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor, **_: Any) -> torch.Tensor:
         import torch
 
-        done = []
-        for row in input_ids[:, self._start :].tolist():
-            text = self._tokenizer.decode(row, skip_special_tokens=True)
-            done.append(count_sentences(text) >= self._limit)
+        done = [
+            sentence_limit_reached(self._tokenizer, row, self._limit)
+            for row in input_ids[:, self._start :].tolist()
+        ]
         return torch.tensor(done, dtype=torch.bool, device=input_ids.device)
+
+
+def sentence_limit_reached(tokenizer: Any, ids: list[int], limit: int) -> bool:
+    """Whether the text of ``ids`` holds ``limit`` complete sentences."""
+    return count_sentences(str(tokenizer.decode(ids, skip_special_tokens=True))) >= limit
 
 
 def count_sentences(text: str) -> int:
@@ -120,8 +125,7 @@ def decode_rows(
         limit = settings.max_sentences_text
 
         def stop(row: int, ids: list[int]) -> bool:
-            text = tokenizer.decode(ids, skip_special_tokens=True)
-            return bool(count_sentences(str(text)) >= limit)
+            return sentence_limit_reached(tokenizer, ids, limit)
 
     return decode(
         model,

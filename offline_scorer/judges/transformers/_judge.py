@@ -356,8 +356,8 @@ class TransformersJudge(KeepsCallLog):
                 return
             processor = self._processor(indexes, [item.budget for item in chunk])
         try:
-            # Each row stops at its own end; the batch runs to its largest budget.
-            generated = self._forward(chunk, max(item.budget for item in chunk), processor)
+            # Each row stops at its own end or its own budget.
+            generated = self._forward(chunk, processor)
         except OfflineScorerError:
             raise
         except Exception as error:
@@ -449,11 +449,7 @@ class TransformersJudge(KeepsCallLog):
             limits,
         )
 
-    def _forward(
-        self, chunk: list[Encoded], budget: int, processor: Any
-    ) -> list[tuple[list[int], bool]]:
-        """Greedy generation of one sub-batch: (new ids, ended with EOS) per row.
-
-        ``budget`` is the largest of the rows' budgets; each row stops at its own.
-        """
+    def _forward(self, chunk: list[Encoded], processor: Any) -> list[tuple[list[int], bool]]:
+        """Greedy generation of one sub-batch: (new ids, ended with EOS) per row; each row
+        stops at its own budget."""
         return decode_rows(self.load(), chunk, processor, self.settings)

@@ -22,6 +22,7 @@ is the argmax of the masked scores, and a forced token is the only allowed one.
 from __future__ import annotations
 
 import threading
+import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -68,11 +69,19 @@ def new_cache(model: Any, capacity: int) -> Any:
 
 
 def supports_loop(model: Any) -> bool:
-    """Whether this model can run in our loop (plain full attention, a causal LM forward)."""
-    try:
-        return new_cache(model, 1) is not None
-    except Exception:
-        return False
+    """Whether this model can run in our loop (plain full attention, a causal LM forward);
+    answered once per model object."""
+    known = _SUPPORTED.get(model)
+    if known is None:
+        try:
+            known = new_cache(model, 1) is not None
+        except Exception:
+            known = False
+        _SUPPORTED[model] = known
+    return known
+
+
+_SUPPORTED: weakref.WeakKeyDictionary[Any, bool] = weakref.WeakKeyDictionary()
 
 
 class PrefixStore:
@@ -246,7 +255,6 @@ class LoopStats:
 
     forward_passes: int = 0
     forced_tokens: int = 0
-    prefix_tokens_reused: int = 0
 
 
 def decode(
@@ -302,7 +310,6 @@ def decode(
         assert prefixes is not None
         for layer, (keys, values) in zip(cache.layers, prefixes.get(model, tuple(first_ids))):
             layer.preload(keys, values, count)
-        stats.prefix_tokens_reused += shared * count
 
     ids = torch.full((count, width), pad_id, dtype=torch.long)
     mask = torch.zeros((count, shared + width), dtype=torch.long)
