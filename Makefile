@@ -12,7 +12,7 @@ PEER_SPEC ?= deepeval==4.3.1
 # The CPU build of torch; set TORCH_SPEC to another requirement (e.g. a CUDA build) if you need one.
 TORCH_SPEC ?= torch==2.13.0
 
-.PHONY: install demo report-png test test-fast lint bench bench-peer clean
+.PHONY: install demo report-png test test-fast lint bench bench-peer fit-verdicts clean
 
 $(STAMP): pyproject.toml Makefile
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -44,16 +44,16 @@ test-fast: $(STAMP)
 	$(BIN)/python -m pytest -q -m "not slow"
 
 lint: $(STAMP)
-	$(BIN)/ruff check offline_scorer tests benchmarks
-	$(BIN)/ruff format --check offline_scorer tests benchmarks
+	$(BIN)/ruff check offline_scorer tests benchmarks tools
+	$(BIN)/ruff format --check offline_scorer tests benchmarks tools
 	$(BIN)/mypy
 
 # Small settings: the three scripts print their tables in about 10 minutes on 2 CPU cores.
 # The README (Performance, Agreement with people) gives the commands behind its figures.
 bench: $(STAMP)
-	$(BIN)/python benchmarks/throughput.py --items 4
-	$(BIN)/python benchmarks/cold_start.py
-	$(BIN)/python benchmarks/agreement.py --limit 8 --datasets nq301_openqa_eval sas_squad truthfulqa_informativeness
+	$(BIN)/python -m benchmarks.throughput --items 4
+	$(BIN)/python -m benchmarks.cold_start
+	$(BIN)/python -m benchmarks.agreement --limit 8 --datasets nq301_openqa_eval sas_squad truthfulqa_informativeness
 
 $(PEER_STAMP): pyproject.toml Makefile
 	test -x $(PEER_BIN)/python || $(PYTHON) -m venv $(PEER_VENV)
@@ -73,7 +73,12 @@ $(PEER_STAMP): pyproject.toml Makefile
 # Our relevancy and similarity scorers next to DeepEval's AnswerRelevancyMetric on the same
 # embedded model (the peer runs in .venv-peer); small settings, as in bench.
 bench-peer: $(STAMP) $(PEER_STAMP)
-	$(BIN)/python benchmarks/throughput.py --items 4 --ways batched read deepeval --peer-python $(PEER_BIN)/python
+	$(BIN)/python -m benchmarks.throughput --items 4 --ways batched read deepeval --peer-python $(PEER_BIN)/python
+
+# Refit the embedded card's verdict models on ../shared/train-data and rewrite
+# models/smollm2-135m-instruct.verdicts.json and the sha256 in its card (tools/README.md).
+fit-verdicts: $(STAMP)
+	$(BIN)/python -m tools.fit_verdicts
 
 clean:
 	rm -rf $(VENV) $(PEER_VENV) .pytest_cache .mypy_cache .ruff_cache

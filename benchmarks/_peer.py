@@ -92,9 +92,9 @@ def outlines_judge(loaded: Any, max_new_tokens: int) -> Any:
     from deepeval.models import DeepEvalBaseLLM
     from pydantic import BaseModel
 
-    from offline_scorer.judges.transformers._decoding import _eos_ids
+    from offline_scorer.toolkit import eos_ids
 
-    eos = _eos_ids(loaded.model, loaded.tokenizer)
+    eos = eos_ids(loaded.model, loaded.tokenizer)
     options = {
         "max_new_tokens": max_new_tokens,
         "do_sample": False,

@@ -1,6 +1,6 @@
 """Benchmark: how well the scorers agree with human judgments, next to simple baselines.
 
-Run it with ``make bench`` or ``.venv/bin/python benchmarks/agreement.py [--limit N]``.
+Run it with ``make bench`` or ``.venv/bin/python -m benchmarks.agreement [--limit N]``.
 It prints a Markdown table to stdout (progress goes to stderr) and writes
 ``benchmarks/results/agreement.json`` and ``agreement.md`` (git-ignored; ``--out`` picks
 another path stem). On a 2-core CPU with the embedded model one run costs 6-60 s, so the
@@ -26,8 +26,10 @@ the wall time of those calls (the model load is not counted; schema compilation 
 
 Per dataset and scorer, against ``human_score``:
 
-* Spearman rank correlation (average ranks for ties) and Kendall's tau-b;
-* ROC AUC (Mann-Whitney, ties count one half) where the human labels are binary, else n/a;
+* Spearman rank correlation (average ranks for ties) and Kendall's tau-b
+  (``scipy.stats.spearmanr``, ``kendalltau``); "n/a" when one side is constant;
+* ROC AUC (``sklearn.metrics.roc_auc_score``: the Mann-Whitney form, ties count one half)
+  where the human labels are binary, else n/a;
 * the share of runs that failed; failed runs are left out of the correlations, and the
   baselines are computed on the same remaining rows, so every line of a block compares
   the same rows;
@@ -53,7 +55,6 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
-import math
 import os
 import platform
 import random
@@ -67,6 +68,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
+
+from scipy.stats import kendalltau, spearmanr
+from sklearn.metrics import roc_auc_score
 
 REPO = Path(__file__).resolve().parent.parent
 DEFAULT_DATA = Path("../shared/eval-data")
@@ -89,78 +93,38 @@ DATASETS: dict[str, tuple[str, ...]] = {
 # ---------------------------------------------------------------------------- metrics
 
 
-def average_ranks(values: Sequence[float]) -> list[float]:
-    """1-based ranks; tied values share the mean of the ranks they span."""
-    order = sorted(range(len(values)), key=lambda i: values[i])
-    ranks = [0.0] * len(values)
-    start = 0
-    while start < len(order):
-        end = start
-        while end + 1 < len(order) and values[order[end + 1]] == values[order[start]]:
-            end += 1
-        shared = (start + end) / 2 + 1
-        for position in range(start, end + 1):
-            ranks[order[position]] = shared
-        start = end + 1
-    return ranks
-
-
-def pearson(xs: Sequence[float], ys: Sequence[float]) -> float | None:
-    """Pearson correlation; None when there are fewer than two values or one side is constant."""
+def _undefined(xs: Sequence[float], ys: Sequence[float]) -> bool:
+    """Whether a correlation is undefined: unequal lengths raise, fewer than two values or a
+    constant side (scipy would warn and return NaN) mean no correlation."""
     if len(xs) != len(ys):
-        raise ValueError("pearson: both sides need the same length")
-    if len(xs) < 2:
-        return None
-    mean_x, mean_y = sum(xs) / len(xs), sum(ys) / len(ys)
-    dx = [x - mean_x for x in xs]
-    dy = [y - mean_y for y in ys]
-    var_x, var_y = sum(d * d for d in dx), sum(d * d for d in dy)
-    if var_x == 0 or var_y == 0:
-        return None
-    return sum(a * b for a, b in zip(dx, dy)) / math.sqrt(var_x * var_y)
+        raise ValueError("a correlation needs both sides of the same length")
+    return len(xs) < 2 or len(set(xs)) < 2 or len(set(ys)) < 2
 
 
 def spearman(xs: Sequence[float], ys: Sequence[float]) -> float | None:
-    """Spearman's rho: the Pearson correlation of average ranks (handles ties)."""
-    return pearson(average_ranks(xs), average_ranks(ys))
+    """Spearman's rho (average ranks for ties); None when one side is constant."""
+    if _undefined(xs, ys):
+        return None
+    return float(spearmanr(xs, ys).statistic)
 
 
 def kendall_tau_b(xs: Sequence[float], ys: Sequence[float]) -> float | None:
-    """Kendall's tau-b: (concordant - discordant) / sqrt(pairs untied in x * untied in y).
-
-    None when one side is constant (every pair tied). Quadratic, fine for a few hundred rows.
-    """
-    if len(xs) != len(ys):
-        raise ValueError("kendall_tau_b: both sides need the same length")
-    balance = untied_x = untied_y = 0
-    for i in range(len(xs)):
-        for j in range(i + 1, len(xs)):
-            sign_x = (xs[i] > xs[j]) - (xs[i] < xs[j])
-            sign_y = (ys[i] > ys[j]) - (ys[i] < ys[j])
-            balance += sign_x * sign_y
-            untied_x += sign_x != 0
-            untied_y += sign_y != 0
-    if untied_x == 0 or untied_y == 0:
+    """Kendall's tau-b (ties on either side allowed); None when one side is constant."""
+    if _undefined(xs, ys):
         return None
-    return balance / math.sqrt(untied_x * untied_y)
+    return float(kendalltau(xs, ys, variant="b").statistic)
 
 
 def roc_auc(labels: Sequence[float], scores: Sequence[float]) -> float | None:
     """ROC AUC of ``scores`` for binary ``labels`` (the higher label is the positive class).
 
-    Mann-Whitney form: the chance that a random positive scores above a random negative,
-    ties counting one half. None unless the labels take exactly two values.
+    The chance that a random positive scores above a random negative, ties counting one
+    half. None unless the labels take exactly two values.
     """
     levels = sorted(set(labels))
     if len(levels) != 2:
         return None
-    positives = [s for s, label in zip(scores, labels) if label == levels[1]]
-    negatives = [s for s, label in zip(scores, labels) if label == levels[0]]
-    wins = 0.0
-    for p in positives:
-        for n in negatives:
-            wins += 1.0 if p > n else 0.5 if p == n else 0.0
-    return wins / (len(positives) * len(negatives))
+    return float(roc_auc_score([label == levels[1] for label in labels], scores))
 
 
 def is_binary(labels: Sequence[float]) -> bool:
@@ -228,7 +192,7 @@ def minilm_cosine(first: str | None, second: str | None) -> float:
     """
     if not (first or "").strip() or not (second or "").strip():
         return 0.0
-    from offline_scorer.judges.embeddings import shared_embedder
+    from offline_scorer.toolkit import shared_embedder
 
     return shared_embedder(EMBEDDER).cosine(first or "", second or "")
 
@@ -671,11 +635,8 @@ def command_line(argv: list[str] | None) -> str:
     executable = Path(sys.executable)
     if executable.is_relative_to(REPO):
         executable = executable.relative_to(REPO)
-    script = Path(sys.argv[0]).resolve()
-    if script.is_relative_to(REPO):
-        script = script.relative_to(REPO)
     rest = sys.argv[1:] if argv is None else argv
-    return shlex.join([str(executable), str(script), *rest])
+    return shlex.join([str(executable), "-m", "benchmarks.agreement", *rest])
 
 
 def use_prompt_folder(folder: Path) -> None:
@@ -683,12 +644,11 @@ def use_prompt_folder(folder: Path) -> None:
 
     The folder has the layout of ``prompts/`` (``<scorer>/<language>/<step>.jinja``).
     """
-    from offline_scorer import _prompts
+    from offline_scorer.toolkit import use_prompt_folder as use
 
     if not folder.is_dir():
         raise SystemExit(f"agreement: prompt folder {folder} does not exist.")
-    shipped = _prompts.template_folder
-    _prompts.template_folder = lambda custom=None: shipped(custom if custom else folder)  # type: ignore[assignment]
+    use(folder)
 
 
 def build_judge(args: argparse.Namespace) -> Any:

@@ -1,6 +1,6 @@
 """Benchmark: cold start of the command line, from process start to exit.
 
-Run it with ``make bench`` or ``.venv/bin/python benchmarks/cold_start.py [--repeats N]``.
+Run it with ``make bench`` or ``.venv/bin/python -m benchmarks.cold_start [--repeats N]``.
 It prints a Markdown table and writes ``benchmarks/results/cold_start.json`` (git-ignored).
 
 What is measured: the wall time of ``offline-scorer score ONE_ITEM.jsonl --no-cache -q``

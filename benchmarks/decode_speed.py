@@ -1,6 +1,6 @@
 """Benchmark: raw decode speed of the embedded model against the memory-bandwidth ceiling.
 
-Run it with ``.venv/bin/python benchmarks/decode_speed.py [--tokens 64] [--repeats 3]``.
+Run it with ``.venv/bin/python -m benchmarks.decode_speed [--tokens 64] [--repeats 3]``.
 It prints a Markdown table and writes ``benchmarks/results/decode_speed.json`` (git-ignored).
 
 Decoding one token at batch 1 reads every weight once, so memory bandwidth bounds it:
@@ -51,7 +51,7 @@ def bandwidth_bytes_per_s() -> float:
 
 def prompt_ids(loaded: Any) -> list[int]:
     """A real reason prompt of the relevancy scorer, chat-templated and tokenized."""
-    from offline_scorer.pipeline._prompts import render_prompt
+    from offline_scorer.toolkit import render_prompt
 
     messages = render_prompt(
         "answer-relevancy",
@@ -114,15 +114,15 @@ def time_generate(loaded: Any, rows: list[list[int]], tokens: int) -> tuple[floa
 
 def time_loop(loaded: Any, rows: list[list[int]], tokens: int) -> tuple[float, float]:
     """(prefill seconds, decode seconds) of our loop on these rows."""
-    from offline_scorer.judges.transformers import _loop
+    from offline_scorer.toolkit import LoopRow, loop_decode
 
-    specs = [_loop.Row(row, 1) for row in rows]
+    specs = [LoopRow(row, 1) for row in rows]
     began = time.perf_counter()
-    _loop.decode(loaded.model, specs, eos_ids=[], pad_id=0)
+    loop_decode(loaded.model, specs, eos_ids=[], pad_id=0)
     prefill = time.perf_counter() - began
-    specs = [_loop.Row(row, tokens) for row in rows]
+    specs = [LoopRow(row, tokens) for row in rows]
     began = time.perf_counter()
-    out = _loop.decode(loaded.model, specs, eos_ids=[], pad_id=0)
+    out = loop_decode(loaded.model, specs, eos_ids=[], pad_id=0)
     total = time.perf_counter() - began
     assert all(len(ids) == tokens for ids, _ in out)
     return prefill, total - prefill
@@ -151,11 +151,11 @@ def step_profile(loaded: Any, row: list[int]) -> list[dict[str, Any]]:
     """Self CPU time per operator over 16 batch-1 decode steps of the loop."""
     from torch.profiler import ProfilerActivity, profile
 
-    from offline_scorer.judges.transformers import _loop
+    from offline_scorer.toolkit import LoopRow, loop_decode
 
-    _loop.decode(loaded.model, [_loop.Row(row, 4)], eos_ids=[], pad_id=0)
+    loop_decode(loaded.model, [LoopRow(row, 4)], eos_ids=[], pad_id=0)
     with profile(activities=[ProfilerActivity.CPU]) as prof:
-        _loop.decode(loaded.model, [_loop.Row(row, 17)], eos_ids=[], pad_id=0)
+        loop_decode(loaded.model, [LoopRow(row, 17)], eos_ids=[], pad_id=0)
     events = prof.key_averages()
     total = sum(e.self_cpu_time_total for e in events)
     top = sorted(events, key=lambda e: -e.self_cpu_time_total)[:12]

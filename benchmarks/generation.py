@@ -1,6 +1,6 @@
 """Benchmark: model load time and constrained JSON generation throughput on this machine.
 
-Run it with ``make bench`` or ``.venv/bin/python benchmarks/generation.py [--repeats N]``.
+Run it with ``.venv/bin/python -m benchmarks.generation [--repeats N]``.
 It prints Markdown tables to stdout and writes every figure to
 ``benchmarks/results/generation.json`` (git-ignored; ``--out`` picks another path).
 
@@ -62,6 +62,8 @@ from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field
+
+from offline_scorer.judges import outcomes
 
 MODEL = "smollm2-135m-instruct"
 CACHE_ENV = "OFFLINE_SCORER_CACHE"
@@ -168,7 +170,7 @@ def run_batch1(judge: Any, prompts: list[list[dict[str, str]]]) -> tuple[Generat
     prompt_tokens = generated = 0
     started = time.perf_counter()
     for prompt in prompts:
-        outputs.extend(judge.generate_json([prompt], FoodItem, return_exceptions=True))
+        outputs.extend(outcomes(judge.generate_json([prompt], FoodItem)))
         call = judge.call_log[-1]
         prompt_tokens += call.prompt_tokens
         generated += call.generated_tokens
@@ -179,7 +181,7 @@ def run_batch1(judge: Any, prompts: list[list[dict[str, str]]]) -> tuple[Generat
 def run_batch8(judge: Any, prompts: list[list[dict[str, str]]]) -> tuple[GenerationRun, list[Any]]:
     """All prompts in one call, one sub-batch of eight."""
     started = time.perf_counter()
-    outputs = judge.generate_json(prompts, FoodItem, return_exceptions=True)
+    outputs = outcomes(judge.generate_json(prompts, FoodItem))
     wall = time.perf_counter() - started
     call = judge.call_log[-1]
     return GenerationRun("batch 8", wall, call.prompt_tokens, call.generated_tokens), outputs
@@ -211,7 +213,7 @@ def benchmark_generation(repeats: int) -> dict[str, Any]:
     loaded = offline_scorer.load_model(MODEL)
     judge = TransformersJudge(loaded, settings=GenerationSettings(batch_size=8))
     prompts = make_prompts()
-    judge.generate_json(prompts[:1], FoodItem, return_exceptions=True)  # schema compilation
+    judge.generate_json(prompts[:1], FoodItem)  # schema compilation
     batch1: list[GenerationRun] = []
     batch8: list[GenerationRun] = []
     for _ in range(repeats):

@@ -1,6 +1,6 @@
 """Profile: where the time of one batched scoring run goes, step by step of the pipeline.
 
-Run it with ``.venv/bin/python benchmarks/profile_decode.py [--items 8] [--scorer ...]``.
+Run it with ``.venv/bin/python -m benchmarks.profile_decode [--items 8] [--scorers ...]``.
 It scores ``--items`` items of ``throughput.py`` with the reference's procedure
 (``verdicts="generate", extraction="model"``, every step a judge call) on the embedded
 model, after one warm-up item, and wraps three things with timers while it runs:
@@ -27,16 +27,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import time
 import weakref
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from throughput import WARM_UP, item_runs
+from benchmarks.throughput import WARM_UP, item_runs
 
 DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "profile_decode.json"
 
@@ -59,7 +56,7 @@ ACTIVE: list[list[Timers]] = []
 
 def instrument(judge: Any, timers: list[Timers]) -> None:
     """Wrap the model's forward and the constraint's methods with timers (this process only)."""
-    from offline_scorer.judges.transformers import _constraint
+    from offline_scorer.toolkit import PerRowSchemaProcessor
 
     ACTIVE[:] = [timers]
     model = judge.load().model
@@ -82,7 +79,7 @@ def instrument(judge: Any, timers: list[Timers]) -> None:
         return out
 
     model.forward = timed_forward
-    processor = _constraint.PerRowSchemaProcessor
+    processor = PerRowSchemaProcessor
     if getattr(processor, "_profiled", False):
         return
     processor._profiled = True  # type: ignore[attr-defined]
@@ -137,18 +134,18 @@ def profile(loaded: Any, variant: str, scorer_id: str, items: int) -> dict[str, 
     timers: list[Timers] = [Timers()]
     prompts: list[list[Any]] = []
     instrument(judge, timers)
-    for name in ("generate_json", "generate_text"):
-        method = getattr(judge, name)
+    # Every call of the judge goes through its one method, answer(request).
+    method = judge.answer
 
-        def wrapped(batch: Any, *a: Any, _method: Any = method, **k: Any) -> Any:
-            timers.append(Timers())
-            prompts.append(list(batch))
-            began = time.perf_counter()
-            out = _method(batch, *a, **k)
-            timers[-1].add("call", time.perf_counter() - began)
-            return out
+    def wrapped(request: Any) -> Any:
+        timers.append(Timers())
+        prompts.append(list(request.prompts))
+        began = time.perf_counter()
+        out = method(request)
+        timers[-1].add("call", time.perf_counter() - began)
+        return out
 
-        setattr(judge, name, wrapped)
+    judge.answer = wrapped  # type: ignore[method-assign]
 
     calls_before = len(judge.call_log)
     began = time.perf_counter()

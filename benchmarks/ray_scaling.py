@@ -1,6 +1,6 @@
 """Benchmark: items/s of the Ray backend with 1 and 2 actors, next to a local run.
 
-Run it with ``flock /tmp/offline-scorer-cpu.lock .venv/bin/python benchmarks/ray_scaling.py
+Run it with ``flock /tmp/offline-scorer-cpu.lock .venv/bin/python -m benchmarks.ray_scaling
 [--rows 20] [--batch-size 10]``. It prints a Markdown table to stdout (Ray's own logs go
 to stderr).
 

@@ -11,8 +11,8 @@ Run it with the shipped defaults and with the reference's procedure, where the j
 statements, units and verdicts in constrained JSON (the path where constraint and budget
 failures live):
 
-    .venv/bin/python benchmarks/soak.py --limit 100
-    .venv/bin/python benchmarks/soak.py --limit 20 --verdicts generate --extraction model
+    .venv/bin/python -m benchmarks.soak --limit 100
+    .venv/bin/python -m benchmarks.soak --limit 20 --verdicts generate --extraction model
 
 Writes ``benchmarks/results/soak[-<mode>].{json,md}`` (row ids, statuses and errors only).
 """
@@ -30,9 +30,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from agreement import REPO, SEED, load_rows, resolve_data, sample_rows
-from agreement import error_kind as error_class
-
+from benchmarks.agreement import REPO, SEED, load_rows, resolve_data, sample_rows
+from benchmarks.agreement import error_kind as error_class
 from offline_scorer import (
     TransformersJudge,
     create_answer_relevancy_scorer,
@@ -233,7 +232,7 @@ def main(argv: list[str] | None = None) -> int:
     stem = args.out or Path(f"benchmarks/results/soak{suffix}")
     stem = stem if stem.is_absolute() else REPO / stem
     stem.parent.mkdir(parents=True, exist_ok=True)
-    command = "benchmarks/soak.py " + " ".join(argv if argv is not None else sys.argv[1:])
+    command = "python -m benchmarks.soak " + " ".join(argv if argv is not None else sys.argv[1:])
     text = markdown(blocks, command.strip(), mode, wall)
     stem.with_suffix(".md").write_text(text, encoding="utf-8")
     stem.with_suffix(".json").write_text(

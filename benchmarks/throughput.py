@@ -1,7 +1,7 @@
 """Benchmark: the naive way, the batched pipeline and DeepEval, side by side in one run.
 
 Run it with ``make bench`` (small settings; naive, batched and read) or
-``.venv/bin/python benchmarks/throughput.py [--items 32] [--repeats 1] [--ways ...]``;
+``.venv/bin/python -m benchmarks.throughput [--items 32] [--repeats 1] [--ways ...]``;
 ``make bench-peer`` makes the peer venv and runs batched and read next to DeepEval
 (``--ways batched read deepeval``).
 It prints Markdown tables and writes every figure to ``benchmarks/results/throughput.json``
@@ -75,6 +75,8 @@ import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
+
+from offline_scorer.judges import Answer
 
 DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "throughput.json"
 SCORERS = ("answer-relevancy", "answer-similarity")
@@ -222,7 +224,7 @@ class NaiveOutlinesJudge:
     def __init__(self, batched: Any):
         import outlines
 
-        from offline_scorer.judges.transformers._decoding import _eos_ids
+        from offline_scorer.toolkit import eos_ids
 
         loaded = batched.load()
         self._batched = batched
@@ -230,7 +232,7 @@ class NaiveOutlinesJudge:
         self._model = outlines.from_transformers(loaded.model, loaded.tokenizer)
         # We hand it text that is already chat-templated, exactly as our judge renders it.
         self._model.type_adapter.has_chat_template = False
-        self._eos = _eos_ids(loaded.model, loaded.tokenizer)
+        self._eos = eos_ids(loaded.model, loaded.tokenizer)
         self._settings = batched.settings
         self.prompt_tokens = 0
         self.generated_tokens = 0
@@ -274,12 +276,10 @@ class NaiveOutlinesJudge:
             "pad_token_id": self._eos[0],
         }
 
-    def generate_json(
-        self, prompts: Any, schema: Any, *, return_exceptions: bool = False
-    ) -> list[Any]:
+    def generate_json(self, prompts: Any, schema: Any) -> list[Any]:
         import outlines
 
-        from offline_scorer.judges._protocol import finish, parse_json_output, schemas_per_prompt
+        from offline_scorer.toolkit import parse_json_output, schemas_per_prompt
 
         results: list[Any] = []
         for position, (prompt, one_schema) in enumerate(
@@ -290,20 +290,20 @@ class NaiveOutlinesJudge:
             output = str(generator(text, **self._options(self._settings.max_new_tokens_json)))
             self._count(self._tokens(text), output)
             results.append(parse_json_output(output, one_schema, index=position))
-        return finish(results, return_exceptions)
+        return [Answer.of(result) for result in results]
 
-    def generate_text(self, prompts: Any, *, return_exceptions: bool = False) -> list[Any]:
+    def generate_text(self, prompts: Any) -> list[Any]:
         import outlines
         from transformers import StoppingCriteriaList
 
-        from offline_scorer.judges.transformers._decoding import _join_prefill, _SentenceLimit
+        from offline_scorer.toolkit import SentenceLimit, join_prefill
 
         results: list[Any] = []
         for prompt in prompts:
             text, prefill = self._text(prompt)
             length = self._tokens(text)
             stop = StoppingCriteriaList(
-                [_SentenceLimit(self._tokenizer, length, self._settings.max_sentences_text)]
+                [SentenceLimit(self._tokenizer, length, self._settings.max_sentences_text)]
             )
             generator = outlines.Generator(self._model)
             output = str(
@@ -314,8 +314,8 @@ class NaiveOutlinesJudge:
                 )
             )
             self._count(length, output)
-            results.append(_join_prefill(prefill, output).strip())
-        return results
+            results.append(join_prefill(prefill, output).strip())
+        return [Answer.of(result) for result in results]
 
 
 # ------------------------------------------------------------------------------ children
@@ -417,9 +417,9 @@ def run_child(
     env: dict[str, str] | None = None,
     cwd: str | None = None,
 ) -> dict[str, Any]:
-    """Run this script as a child process and parse its one result line."""
+    """Run this module as a child process and parse its one result line."""
     completed = subprocess.run(
-        [python, __file__, *args],
+        [python, "-m", "benchmarks.throughput", *args],
         capture_output=True,
         text=True,
         env=os.environ.copy() if env is None else env,
@@ -437,10 +437,13 @@ def run_peer_child(args: list[str], python: Path) -> dict[str, Any]:
     DeepEval keeps state in ``.deepeval/`` under the working folder and ``DEEPEVAL_HOME``;
     both point at the scratch folder, so nothing lands in the repository or the home folder.
     """
-    from _peer import peer_environment
+    from benchmarks._peer import peer_environment
 
     with tempfile.TemporaryDirectory(prefix="offline-scorer-peer-") as scratch:
-        return run_child(args, python=str(python), env=peer_environment(scratch), cwd=scratch)
+        env = peer_environment(scratch)
+        # The child starts in the scratch folder: the repository is where `-m` finds it.
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
+        return run_child(args, python=str(python), env=env, cwd=scratch)
 
 
 def peer_missing(python: Path) -> str | None:
@@ -598,7 +601,7 @@ def main() -> None:
         if kind == "ceiling":
             result = child_ceiling()
         elif kind == "deepeval":
-            from _peer import child_deepeval
+            from benchmarks._peer import child_deepeval
 
             warm = {"input": WARM_UP[0], "output": WARM_UP[1], "ground_truth": WARM_UP[2]}
             result = child_deepeval(args.child[1], item_runs(args.items), warm)

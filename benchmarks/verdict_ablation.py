@@ -1,9 +1,9 @@
 """What each kind of evidence adds to the verdict models, measured on the dev sets.
 
-    .venv/bin/python benchmarks/verdict_ablation.py [--limit 100] [--out benchmarks/results/verdict-ablation.md]
+    .venv/bin/python -m benchmarks.verdict_ablation [--limit 100] [--out benchmarks/results/verdict-ablation.md]
 
-For every feature set of ``fit_verdicts.ABLATIONS`` the verdict models are fitted on
-``../shared/train-data`` (exactly as ``fit_verdicts.py`` does, same examples and features),
+For every feature set of ``tools.fit_verdicts.ABLATIONS`` the verdict models are fitted on
+``../shared/train-data`` (exactly as ``tools/fit_verdicts.py`` does, same examples and features),
 then the dev rows that ``agreement.py`` scores (same sampling, same seed) are scored with the
 scorers' own extraction, evidence and formulas: Spearman and ROC AUC against the human
 labels, with the ``expected`` and ``hard`` scorings. Rows are not scored through the
@@ -19,32 +19,26 @@ import time
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "benchmarks"))
-sys.path.insert(0, str(ROOT))
-
-import agreement  # noqa: E402
-import fit_verdicts as fv  # noqa: E402
-from verdict_training import REL_CLASSES, SIM_CLASSES, fit  # noqa: E402
-
-from offline_scorer.scorers._answer_relevancy import (  # noqa: E402
-    expected_relevancy_score,
-    relevancy_score,
-)
-from offline_scorer.scorers._answer_similarity import AnswerSimilarityOptions  # noqa: E402
-from offline_scorer.scorers._similarity_read import analysis_from  # noqa: E402
-from offline_scorer.scorers._similarity_score import (  # noqa: E402
-    expected_similarity_score,
-    similarity_score,
-)
-from offline_scorer.scorers._split import aliases_of, split_answer, split_reference  # noqa: E402
-from offline_scorer.scorers._verdicts import (  # noqa: E402
+from benchmarks import agreement
+from offline_scorer.toolkit import (
     RELEVANCY_LABELS,
+    AnswerSimilarityOptions,
     LogisticModel,
+    aliases_of,
+    analysis_from,
     best_label,
+    expected_relevancy_score,
+    expected_similarity_score,
     relevancy_evidence,
+    relevancy_score,
+    shared_embedder,
     similarity_evidence,
+    similarity_score,
+    split_answer,
+    split_reference,
 )
+from tools import fit_verdicts as fv
+from tools.verdict_training import REL_CLASSES, SIM_CLASSES, fit
 
 
 def text(value: Any) -> str:
@@ -121,8 +115,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--data", type=Path, default=agreement.DEFAULT_DATA)
     parser.add_argument("--out", type=Path, default=Path("benchmarks/results/verdict-ablation.md"))
     args = parser.parse_args(argv)
-    from offline_scorer.judges.embeddings import shared_embedder
-
     started = time.perf_counter()
     embedder = shared_embedder(fv.EMBEDDER)
     rel = fv.relevancy_examples()

@@ -35,6 +35,7 @@ from offline_scorer.evals import (  # noqa: E402
     Fields,
     LocalAgent,
     RowProblem,
+    RunConfig,
     ScorerSummary,
     Threshold,
     load_dataset,
@@ -42,11 +43,13 @@ from offline_scorer.evals import (  # noqa: E402
 )
 from offline_scorer.judges import (  # noqa: E402
     DEFAULT_MODEL,
+    Answer,
     CachedJudge,
     GenerationSettings,
     ItemUsage,
     Judge,
     JudgeCall,
+    JudgeConfig,
     LoadedModel,
     ModelCard,
     RecordingJudge,
@@ -78,6 +81,7 @@ from offline_scorer.scorers import (  # noqa: E402
 from offline_scorer.scorers._registry import get_scorer, scorer_ids  # noqa: E402
 
 __all__ = [
+    "Answer",
     "CachedJudge",
     "ConfigurationError",
     "ContextLengthError",
@@ -93,6 +97,7 @@ __all__ = [
     "ItemUsage",
     "Judge",
     "JudgeCall",
+    "JudgeConfig",
     "JudgeOutputError",
     "LoadedModel",
     "LocalAgent",
@@ -106,6 +111,7 @@ __all__ = [
     "ReplayMissError",
     "ResultCache",
     "RowProblem",
+    "RunConfig",
     "ScoreResult",
     "Scorer",
     "ScorerRunError",

@@ -5,8 +5,8 @@ message. :class:`FakeJudge` is a scripted judge, so a custom scorer can be teste
 model: it satisfies the ``Judge`` protocol like the real judges do (no inheritance) and
 goes through the same shared pieces, so schemas and labels are checked by the same
 helpers, JSON answers are validated by the same parser (a scripted answer that does not
-fit the schema fails exactly as a model's would), and ``return_exceptions`` and
-``with_usage`` behave the same.
+fit the schema fails exactly as a model's would), and every call returns one
+:class:`Answer` per prompt, as a real judge's does.
 
 Example:
     >>> from offline_scorer.testing import assert_score
@@ -27,22 +27,17 @@ from typing import Any
 from pydantic import BaseModel
 
 from offline_scorer._exceptions import ConfigurationError, ReplayMissError
-from offline_scorer.judges._keys import Prompt
 from offline_scorer.judges._protocol import (
     LOGPROB_DIGITS,
     Answer,
     CallKind,
     CallLog,
     ItemUsage,
+    JudgeBase,
     JudgeCall,
-    KeepsCallLog,
-    LabelsArg,
     LabelScores,
-    SchemaArg,
-    finish,
-    labels_per_prompt,
+    Request,
     parse_json_output,
-    schemas_per_prompt,
 )
 from offline_scorer.pipeline._results import ScoreResult
 from offline_scorer.pipeline._scorer import Scorer
@@ -166,7 +161,7 @@ class FakeRequest:
         return users[-1] if users else ""
 
 
-class FakeJudge(KeepsCallLog):
+class FakeJudge(JudgeBase):
     """A scripted judge: answers come from the test, no model is loaded.
 
     For each prompt the first matching ``rules`` entry answers; otherwise the answer for
@@ -244,87 +239,37 @@ class FakeJudge(KeepsCallLog):
         self._lock = threading.Lock()
         self._calls = 0
 
-    def generate_json(
-        self,
-        prompts: Sequence[Prompt],
-        schema: SchemaArg,
-        *,
-        return_exceptions: bool = False,
-        with_usage: bool = False,
-    ) -> list[Any]:
-        """One validated object of ``schema`` (one, or one per prompt) per prompt."""
-        schemas = schemas_per_prompt(schema, len(prompts))
-        requests = self._begin("json", prompts, schemas=schemas)
-        return self._answer_all("json", requests, return_exceptions, with_usage)
-
-    def generate_text(
-        self,
-        prompts: Sequence[Prompt],
-        *,
-        return_exceptions: bool = False,
-        with_usage: bool = False,
-    ) -> list[Any]:
-        """One scripted text answer per prompt."""
-        requests = self._begin("text", prompts)
-        return self._answer_all("text", requests, return_exceptions, with_usage)
-
-    def score_labels(
-        self,
-        prompts: Sequence[Prompt],
-        labels: LabelsArg,
-        *,
-        return_exceptions: bool = False,
-        with_usage: bool = False,
-        hidden_state: bool = False,
-    ) -> list[Any]:
-        """One :class:`LabelScores` per prompt (the hidden state is None unless scripted)."""
-        per_prompt = labels_per_prompt(labels, len(prompts))
-        requests = self._begin("labels", prompts, labels=per_prompt)
-        return self._answer_all("labels", requests, return_exceptions, with_usage)
+    def answer(self, request: Request) -> list[Answer[Any]]:
+        """One scripted answer per prompt of ``request`` (see the class docstring)."""
+        asked = self._begin(request)
+        started = time.perf_counter()
+        # No lock is held while answering: scripted functions may block (tests of threads).
+        answers = [Answer.of(*self._answer(item)) for item in asked]
+        usages = [answer.usage for answer in answers]
+        self._log.add(JudgeCall(request.kind, usages, time.perf_counter() - started))
+        return answers
 
     # ----------------------------------------------------------------- internals
 
-    def _begin(
-        self,
-        kind: CallKind,
-        prompts: Sequence[Prompt],
-        *,
-        schemas: Sequence[type[BaseModel]] | None = None,
-        labels: Sequence[tuple[str, ...]] | None = None,
-    ) -> list[FakeRequest]:
+    def _begin(self, request: Request) -> list[FakeRequest]:
         with self._lock:
             call = self._calls
             self._calls += 1
-        requests = [
+        asked = [
             FakeRequest(
-                kind,
+                request.kind,
                 [dict(message) for message in prompt],
-                schema=schemas[index] if schemas is not None else None,
-                labels=labels[index] if labels is not None else None,
+                schema=request.schemas[index] if request.schemas is not None else None,
+                labels=request.labels[index] if request.labels is not None else None,
                 call=call,
                 index=index,
             )
-            for index, prompt in enumerate(prompts)
+            for index, prompt in enumerate(request.prompts)
         ]
         if self.keep_requests:
             with self._lock:
-                self.requests.extend(requests)
-        return requests
-
-    def _answer_all(
-        self,
-        kind: CallKind,
-        requests: list[FakeRequest],
-        return_exceptions: bool,
-        with_usage: bool,
-    ) -> list[Any]:
-        started = time.perf_counter()
-        # No lock is held while answering: scripted functions may block (tests of threads).
-        outcomes = [self._answer(request) for request in requests]
-        results = [value for value, _ in outcomes]
-        usages = [usage for _, usage in outcomes]
-        self._log.add(JudgeCall(kind, usages, time.perf_counter() - started))
-        return finish(results, return_exceptions, usages, with_usage)
+                self.requests.extend(asked)
+        return asked
 
     def _answer(self, request: FakeRequest) -> tuple[Any, ItemUsage]:
         script = self._script_for(request)
@@ -333,7 +278,7 @@ class FakeJudge(KeepsCallLog):
         value = _call(script, request) if callable(script) else script
         explicit = value.usage if isinstance(value, Answer) else None
         if isinstance(value, Answer):
-            value = value.value
+            value = value.outcome
         result, answer_text = _convert(request, value)
         return result, explicit or _usage(request, answer_text)
 
@@ -357,7 +302,7 @@ def _checked_rule(rule: Rule | tuple[str | re.Pattern[str], Any]) -> Rule:
         rule = Rule(*rule)
     if rule.kind is not None:
         return rule
-    value = rule.answer.value if isinstance(rule.answer, Answer) else rule.answer
+    value = rule.answer.outcome if isinstance(rule.answer, Answer) else rule.answer
     if isinstance(value, BaseException):
         return rule
     if isinstance(value, str):

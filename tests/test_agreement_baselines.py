@@ -6,7 +6,8 @@ import json
 from pathlib import Path
 
 import pytest
-from test_agreement_metrics import agreement
+
+from benchmarks import agreement
 
 
 def _methods(scorer: tuple, *baselines: tuple) -> list:

@@ -1,34 +1,93 @@
-"""The pure parts of benchmarks/agreement.py against hand-computed values (no model)."""
+"""The pure parts of benchmarks/agreement.py against hand-computed values (no model).
+
+The statistics come from scipy and scikit-learn; these tests pin what the tables rely on:
+ties (average ranks, tau-b, half a win), "n/a" (None) where a figure is undefined, and
+agreement with pair-counting definitions written here.
+"""
 
 from __future__ import annotations
 
-import importlib.util
 import math
-import sys
-from pathlib import Path
-from types import ModuleType
+from collections.abc import Sequence
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-SCRIPT = Path(__file__).resolve().parent.parent / "benchmarks" / "agreement.py"
-
-
-def _load() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("agreement_benchmark", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    # dataclasses look their module up in sys.modules while the class body is built.
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+from benchmarks import agreement
 
 
-agreement = _load()
+def pair_signs(values: Sequence[float]) -> list[int]:
+    """For every pair i < j, the sign of values[i] - values[j]."""
+    n = len(values)
+    return [
+        (values[i] > values[j]) - (values[i] < values[j]) for i in range(n) for j in range(i + 1, n)
+    ]
 
 
-def test_average_ranks_share_the_mean_rank_of_ties() -> None:
-    assert agreement.average_ranks([10, 20, 20, 5]) == [2.0, 3.5, 3.5, 1.0]
-    assert agreement.average_ranks([1, 1, 1]) == [2.0, 2.0, 2.0]
+def counted_tau_b(xs: Sequence[float], ys: Sequence[float]) -> float:
+    """(concordant - discordant) / sqrt(pairs untied in x * pairs untied in y)."""
+    sx, sy = pair_signs(xs), pair_signs(ys)
+    untied = sum(s != 0 for s in sx) * sum(s != 0 for s in sy)
+    return sum(a * b for a, b in zip(sx, sy)) / math.sqrt(untied)
+
+
+def counted_spearman(xs: Sequence[float], ys: Sequence[float]) -> float:
+    """Pearson of average ranks, each rank counted as values below + (equal values + 1) / 2."""
+
+    def ranks(values: Sequence[float]) -> list[float]:
+        return [sum(w < v for w in values) + (sum(w == v for w in values) + 1) / 2 for v in values]
+
+    rx, ry = ranks(xs), ranks(ys)
+    mx, my = sum(rx) / len(rx), sum(ry) / len(ry)
+    cov = sum((a - mx) * (b - my) for a, b in zip(rx, ry))
+    return cov / math.sqrt(sum((a - mx) ** 2 for a in rx) * sum((b - my) ** 2 for b in ry))
+
+
+def counted_auc(labels: Sequence[float], scores: Sequence[float]) -> float:
+    """Share of (positive, negative) pairs where the positive scores higher, ties half."""
+    top = max(labels)
+    pos = [s for s, label in zip(scores, labels) if label == top]
+    neg = [s for s, label in zip(scores, labels) if label != top]
+    wins = sum(1.0 if p > n else 0.5 if p == n else 0.0 for p in pos for n in neg)
+    return wins / (len(pos) * len(neg))
+
+
+tied_values = st.lists(st.integers(0, 4), min_size=2, max_size=25)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.data())
+def test_correlations_match_pair_counting_on_tied_data(data: st.DataObject) -> None:
+    xs = data.draw(tied_values)
+    ys = data.draw(st.lists(st.integers(0, 4), min_size=len(xs), max_size=len(xs)))
+    if len(set(xs)) < 2 or len(set(ys)) < 2:
+        assert agreement.spearman(xs, ys) is None and agreement.kendall_tau_b(xs, ys) is None
+        return
+    assert agreement.spearman(xs, ys) == pytest.approx(counted_spearman(xs, ys), abs=1e-12)
+    assert agreement.kendall_tau_b(xs, ys) == pytest.approx(counted_tau_b(xs, ys), abs=1e-12)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.data())
+def test_roc_auc_matches_pair_counting_on_tied_scores(data: st.DataObject) -> None:
+    scores = data.draw(st.lists(st.integers(0, 3), min_size=2, max_size=25))
+    labels = data.draw(
+        st.lists(st.sampled_from([1.0, 2.0]), min_size=len(scores), max_size=len(scores))
+    )
+    if len(set(labels)) < 2:
+        assert agreement.roc_auc(labels, scores) is None
+        return
+    assert agreement.roc_auc(labels, scores) == pytest.approx(
+        counted_auc(labels, scores), abs=1e-12
+    )
+
+
+def test_correlations_need_sides_of_the_same_length() -> None:
+    with pytest.raises(ValueError, match="same length"):
+        agreement.spearman([1, 2, 3], [1, 2])
+    with pytest.raises(ValueError, match="same length"):
+        agreement.kendall_tau_b([1, 2], [1, 2, 3])
 
 
 def test_spearman_with_ties() -> None:

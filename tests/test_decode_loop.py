@@ -13,6 +13,7 @@ import pytest
 from pydantic import BaseModel, Field
 
 from offline_scorer import GenerationSettings, TransformersJudge, get_scorer
+from offline_scorer.judges import values
 from offline_scorer.judges._keys import schema_text
 from offline_scorer.judges.transformers._constraint import PerRowSchemaProcessor, SchemaCompiler
 from offline_scorer.judges.transformers._loop import LoopStats, Row, decode
@@ -58,10 +59,10 @@ def test_the_loop_equals_generate_on_the_same_prompts(judge: TransformersJudge) 
     by_generate = _judge(judge, decoder="generate")
     by_loop = _judge(judge, **PLAIN)
 
-    json_generate = by_generate.generate_json(prompts, Check, with_usage=True)
-    json_loop = by_loop.generate_json(prompts, Check, with_usage=True)
-    text_generate = by_generate.generate_text(prompts, with_usage=True)
-    text_loop = by_loop.generate_text(prompts, with_usage=True)
+    json_generate = by_generate.generate_json(prompts, Check)
+    json_loop = by_loop.generate_json(prompts, Check)
+    text_generate = by_generate.generate_text(prompts)
+    text_loop = by_loop.generate_text(prompts)
 
     assert [a.value for a in json_loop] == [a.value for a in json_generate]
     assert [a.value for a in text_loop] == [a.value for a in text_generate]
@@ -75,16 +76,16 @@ def test_the_loop_equals_generate_on_the_same_prompts(judge: TransformersJudge) 
 def test_prefix_cached_and_uncached_outputs_are_equal(judge: TransformersJudge) -> None:
     prompts = _prompts()
     loaded = judge.load()
-    uncached = _judge(judge, **PLAIN).generate_json(prompts, Check)
+    uncached = values(_judge(judge, **PLAIN).generate_json(prompts, Check))
     hits_before = loaded.prefixes.hits + loaded.prefixes.misses
     cached_judge = _judge(judge, decoder="loop", prefix_cache=True, jump_forward=False)
-    cached = cached_judge.generate_json(prompts, Check)
-    again = cached_judge.generate_text(prompts)
+    cached = values(cached_judge.generate_json(prompts, Check))
+    again = values(cached_judge.generate_text(prompts))
 
     assert cached == uncached
     # The system block was really taken from the store: one entry serves every row.
     assert loaded.prefixes.hits + loaded.prefixes.misses > hits_before
-    assert again == _judge(judge, **PLAIN).generate_text(prompts)
+    assert again == values(_judge(judge, **PLAIN).generate_text(prompts))
 
 
 def test_jump_forward_takes_forced_tokens_and_changes_nothing(judge: TransformersJudge) -> None:

@@ -32,15 +32,15 @@ def test_score_with_agent_loads_the_model_once(
     --device/--dtype/--allow-pickle, so the same model was loaded twice (once for the
     scorers with ``--device cpu``, once for the agent with ``device="auto"``).
 
-    The spy wraps the real loader (the model really loads). The registry of shared judges
-    starts empty, as in a fresh ``offline-scorer`` process: otherwise a judge built by an
+    The spy wraps the real loader (the model really loads). The registries of shared judges
+    and loaded models start empty, as in a fresh ``offline-scorer`` process: otherwise a judge built by an
     earlier test could answer without loading and hide a second load.
     """
     from typer.testing import CliRunner
 
     from offline_scorer.cli import app
     from offline_scorer.judges import _factory
-    from offline_scorer.judges.transformers import _judge, _loading
+    from offline_scorer.judges.transformers import _loading
 
     loads: list[dict[str, Any]] = []
     real_load_model = _loading.load_model
@@ -50,7 +50,7 @@ def test_score_with_agent_loads_the_model_once(
         return real_load_model(*args, **kwargs)
 
     monkeypatch.setattr(_loading, "load_model", counting_load_model)
-    monkeypatch.setattr(_judge, "load_model", counting_load_model)  # the name the judge calls
+    monkeypatch.setattr(_loading, "_MODELS", {})  # no model shared from an earlier test
     monkeypatch.setattr(_factory, "_JUDGES", {})
     rows = [
         {"id": "hot", "input": "In one word: what is the opposite of hot?"},

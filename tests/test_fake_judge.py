@@ -22,6 +22,7 @@ from offline_scorer import (
     StepContext,
     create_scorer,
 )
+from offline_scorer.judges import outcomes, values
 from offline_scorer.judges._protocol import CALL_LOG_SIZE, LabelScores
 from offline_scorer.testing import Answer, FakeJudge, FakeRequest, Rule, assert_score
 
@@ -54,27 +55,27 @@ def test_json_answers_by_schema_class_name_or_function() -> None:
     judge = FakeJudge(
         json={Tone: {"polite": True, "words": ["please"]}, "Topic": Topic(topic="weather")}
     )
-    tone, topic = judge.generate_json([ask("a"), ask("b")], [Tone, Topic])
+    tone, topic = values(judge.generate_json([ask("a"), ask("b")], [Tone, Topic]))
     assert tone == Tone(polite=True, words=["please"]) and topic == Topic(topic="weather")
     by_function = FakeJudge(json=lambda prompt, schema: {"topic": prompt[-1]["content"].upper()})
-    assert by_function.generate_json([ask("rain")], Topic) == [Topic(topic="RAIN")]
+    assert values(by_function.generate_json([ask("rain")], Topic)) == [Topic(topic="RAIN")]
 
 
 def test_a_scripted_json_answer_that_does_not_fit_fails_like_a_model_output() -> None:
     judge = FakeJudge(json={Tone: {"polite": "maybe", "words": ["a", "b", "c"]}, Topic: "{oops"})
     with pytest.raises(JudgeOutputError, match="does not match schema Tone") as caught:
-        judge.generate_json([ask("a")], Tone)
+        values(judge.generate_json([ask("a")], Tone))
     assert "polite" in str(caught.value) and "words" in str(caught.value)
     assert caught.value.raw_output == '{"polite": "maybe", "words": ["a", "b", "c"]}'
-    (failure,) = judge.generate_json([ask("a")], Topic, return_exceptions=True)
+    (failure,) = outcomes(judge.generate_json([ask("a")], Topic))
     assert isinstance(failure, JudgeOutputError) and failure.raw_output == "{oops"
 
 
 def test_text_and_label_answers() -> None:
     judge = FakeJudge(text=lambda prompt: f"About {prompt[-1]['content']}.", labels={"yes": -0.1})
-    assert judge.generate_text([ask("cats"), ask("dogs")]) == ["About cats.", "About dogs."]
+    assert values(judge.generate_text([ask("cats"), ask("dogs")])) == ["About cats.", "About dogs."]
     judge = FakeJudge(labels={"yes": -0.10004, "no": math.log(0.1), "unsure": -5})
-    (scores,) = judge.score_labels([ask("x")], ["yes", "unsure", "no"])
+    (scores,) = values(judge.score_labels([ask("x")], ["yes", "unsure", "no"]))
     assert scores.labels == ("yes", "unsure", "no")
     assert scores.logprobs == (-0.1, -5.0, -2.3026) and scores.best == "yes"
     assert scores.hidden is None
@@ -86,10 +87,10 @@ def test_label_answers_from_a_function_or_label_scores() -> None:
         return {label: (-0.01 if (label == "yes") == good else -4.6) for label in labels}
 
     judge = FakeJudge(labels=by_prompt)
-    results = judge.score_labels([ask("good"), ask("bad")], [["yes", "no"], ["no", "yes"]])
+    results = values(judge.score_labels([ask("good"), ask("bad")], [["yes", "no"], ["no", "yes"]]))
     assert [r.best for r in results] == ["yes", "no"]
     fixed = LabelScores(("yes", "no"), (-0.5, -1.0))
-    assert FakeJudge(labels=fixed).score_labels([ask("x")], ["yes", "no"]) == [fixed]
+    assert values(FakeJudge(labels=fixed).score_labels([ask("x")], ["yes", "no"])) == [fixed]
 
 
 @pytest.mark.parametrize(
@@ -102,15 +103,13 @@ def test_label_answers_from_a_function_or_label_scores() -> None:
     ],
 )
 def test_a_label_answer_that_does_not_fit_fails_that_prompt(script: Any, message: str) -> None:
-    (failure,) = FakeJudge(labels=script).score_labels(
-        [ask("x")], ["yes", "no"], return_exceptions=True
-    )
+    (failure,) = outcomes(FakeJudge(labels=script).score_labels([ask("x")], ["yes", "no"]))
     assert isinstance(failure, ConfigurationError) and re.search(message, str(failure))
 
 
 def test_bad_label_requests_fail_like_a_real_judge() -> None:
     with pytest.raises(ConfigurationError, match="two distinct"):
-        FakeJudge(labels={"yes": 0}).score_labels([ask("x")], ["yes"])
+        values(FakeJudge(labels={"yes": 0}).score_labels([ask("x")], ["yes"]))
 
 
 def test_rules_match_the_last_user_message_and_come_first() -> None:
@@ -125,13 +124,13 @@ def test_rules_match_the_last_user_message_and_come_first() -> None:
         ],
     )
     prompts = [ask("more rain"), ask("a goal!"), ask("goalkeeper"), ask("x", system="rain")]
-    assert [t.topic for t in judge.generate_json(prompts, Topic)] == [
+    assert [t.topic for t in values(judge.generate_json(prompts, Topic))] == [
         "weather",
         "sport",
         "default",
         "default",  # the rule reads the last user message, not the system message
     ]
-    assert judge.generate_text(prompts[:2]) == ["It is about rain.", "default"]
+    assert values(judge.generate_text(prompts[:2])) == ["It is about rain.", "default"]
 
 
 def test_rules_with_functions_or_label_dicts_name_their_kind() -> None:
@@ -141,8 +140,8 @@ def test_rules_with_functions_or_label_dicts_name_their_kind() -> None:
             Rule("x", lambda prompt: "text from a function", kind="text"),
         ]
     )
-    assert judge.score_labels([ask("x")], ["a", "b"])[0].logprobs == (-1.0, -1.0)
-    assert judge.generate_text([ask("x")]) == ["text from a function"]
+    assert values(judge.score_labels([ask("x")], ["a", "b"]))[0].logprobs == (-1.0, -1.0)
+    assert values(judge.generate_text([ask("x")])) == ["text from a function"]
     with pytest.raises(ConfigurationError, match="kind="):
         FakeJudge(rules=[("x", lambda prompt: "?")])
 
@@ -154,13 +153,13 @@ def test_exceptions_script_failures_and_return_exceptions_is_honoured() -> None:
         rules=[("boom", RuntimeError("simulated device failure"))],
     )
     with pytest.raises(RuntimeError, match="simulated device failure"):
-        judge.generate_text([ask("ok"), ask("boom")])
-    results = judge.generate_text([ask("ok"), ask("boom"), ask("ok")], return_exceptions=True)
+        values(judge.generate_text([ask("ok"), ask("boom")]))
+    results = outcomes(judge.generate_text([ask("ok"), ask("boom"), ask("ok")]))
     assert results[0] == results[2] == "fine" and isinstance(results[1], RuntimeError)
-    failures = judge.generate_json([ask("boom")], Topic, return_exceptions=True)
+    failures = outcomes(judge.generate_json([ask("boom")], Topic))
     assert isinstance(failures[0], RuntimeError)  # an exception rule serves every kind
     scripted = FakeJudge(text=lambda prompt: ValueError("returned, not raised"))
-    assert isinstance(scripted.generate_text([ask("a")], return_exceptions=True)[0], ValueError)
+    assert isinstance(outcomes(scripted.generate_text([ask("a")]))[0], ValueError)
 
 
 def test_a_raising_function_makes_the_whole_call_raise() -> None:
@@ -168,17 +167,17 @@ def test_a_raising_function_makes_the_whole_call_raise() -> None:
         raise MemoryError("the model cannot run at all")
 
     with pytest.raises(MemoryError):
-        FakeJudge(text=broken).generate_text([ask("a")], return_exceptions=True)
+        outcomes(FakeJudge(text=broken).generate_text([ask("a")]))
 
 
 def test_a_missing_answer_fails_loudly_and_shows_the_prompt() -> None:
     judge = FakeJudge(json={Tone: {"polite": True, "words": []}})
     with pytest.raises(ReplayMissError, match="schema Topic.*'where is it'"):
-        judge.generate_json([ask("where is it")], Topic)
-    (miss,) = judge.score_labels([ask("q")], ["yes", "no"], return_exceptions=True)
+        values(judge.generate_json([ask("where is it")], Topic))
+    (miss,) = outcomes(judge.score_labels([ask("q")], ["yes", "no"]))
     assert isinstance(miss, ReplayMissError) and "labels ['yes', 'no']" in str(miss)
     with pytest.raises(ReplayMissError, match="free text"):
-        judge.generate_text([ask("q")])
+        values(judge.generate_text([ask("q")]))
 
 
 def test_usage_is_counted_from_characters_or_given_exactly() -> None:
@@ -188,12 +187,12 @@ def test_usage_is_counted_from_characters_or_given_exactly() -> None:
         labels={"yes": -1, "no": -2},
     )
     prompt = ask("u" * 30, system="s" * 10)  # 40 characters of content
-    (text,) = judge.generate_text([prompt], with_usage=True)
+    (text,) = judge.generate_text([prompt])
     assert isinstance(text, Answer) and text.value == "x" * 41
     assert text.usage == ItemUsage(10, 10, 0.0)
-    (topic,) = judge.generate_json([prompt], Topic, with_usage=True)
+    (topic,) = judge.generate_json([prompt], Topic)
     assert topic.value == Topic(topic="t") and topic.usage == ItemUsage(7, 3, 0.5, truncated=True)
-    (labels,) = judge.score_labels([prompt], ["yes", "no"], with_usage=True)
+    (labels,) = judge.score_labels([prompt], ["yes", "no"])
     assert labels.usage == ItemUsage(10, 0, 0.0)
     assert [call.kind for call in judge.call_log] == ["text", "json", "labels"]
     assert [call.generated_tokens for call in judge.call_log] == [10, 3, 0]
@@ -203,8 +202,8 @@ def test_usage_is_counted_from_characters_or_given_exactly() -> None:
 
 def test_requests_are_recorded_and_the_call_log_stays_bounded() -> None:
     judge = FakeJudge(text="ok", labels={"a": -1, "b": -1})
-    judge.generate_text([ask("one"), ask("two")])
-    judge.score_labels([ask("three")], ["a", "b"])
+    values(judge.generate_text([ask("one"), ask("two")]))
+    values(judge.score_labels([ask("three")], ["a", "b"]))
     assert judge.requests == [
         FakeRequest("text", ask("one"), call=0, index=0),
         FakeRequest("text", ask("two"), call=0, index=1),
@@ -212,17 +211,17 @@ def test_requests_are_recorded_and_the_call_log_stays_bounded() -> None:
     ]
     assert judge.requests[1].last_user_message == "two"
     for _ in range(CALL_LOG_SIZE * 2):
-        judge.generate_text([ask("again")])
+        values(judge.generate_text([ask("again")]))
     assert len(judge.call_log) == CALL_LOG_SIZE
     assert judge.usage_totals.calls == CALL_LOG_SIZE * 2 + 2
     quiet = FakeJudge(text="ok", keep_requests=False)
-    quiet.generate_text([ask("one")])
+    values(quiet.generate_text([ask("one")]))
     assert quiet.requests == [] and quiet.usage_totals.prompts == 1
 
 
 def test_empty_calls_are_logged_with_their_kind() -> None:
     judge = FakeJudge()
-    assert judge.generate_json([], Topic) == [] and judge.generate_text([]) == []
+    assert values(judge.generate_json([], Topic)) == [] and values(judge.generate_text([])) == []
     assert [call.kind for call in judge.call_log] == ["json", "text"]
 
 
@@ -230,10 +229,10 @@ def test_model_identity_is_settable_and_keys_the_cache(tmp_path: Path) -> None:
     judge = FakeJudge(text=lambda prompt: "first", model_id="my-model")
     assert (judge.model_id, judge.fingerprint) == ("my-model", "my-model@fake")
     cached = CachedJudge(judge, tmp_path / "cache.sqlite")
-    assert cached.generate_text([ask("q")]) == ["first"]
-    assert cached.generate_text([ask("q")]) == ["first"] and judge.usage_totals.calls == 1
+    assert values(cached.generate_text([ask("q")])) == ["first"]
+    assert values(cached.generate_text([ask("q")])) == ["first"] and judge.usage_totals.calls == 1
     judge.fingerprint = "my-model@other-weights"
-    assert cached.generate_text([ask("q")]) == ["first"] and judge.usage_totals.calls == 2
+    assert values(cached.generate_text([ask("q")])) == ["first"] and judge.usage_totals.calls == 2
 
 
 def _tone_scorer(judge: FakeJudge) -> Any:

@@ -18,6 +18,7 @@ from offline_scorer import (
     TransformersJudge,
     create_answer_similarity_scorer,
 )
+from offline_scorer.judges import outcomes
 from offline_scorer.judges._keys import schema_text
 
 pytestmark = pytest.mark.slow
@@ -41,7 +42,7 @@ UNICODE_TEXTS = {
 
 
 def test_a_row_whose_schema_cannot_be_compiled_fails_alone(judge: TransformersJudge) -> None:
-    out = judge.generate_json([ASK, ASK, ASK], [YesNo, Unbuildable, YesNo], return_exceptions=True)
+    out = outcomes(judge.generate_json([ASK, ASK, ASK], [YesNo, Unbuildable, YesNo]))
 
     assert isinstance(out[0], YesNo) and isinstance(out[2], YesNo)
     assert isinstance(out[1], JudgeOutputError)
@@ -63,7 +64,7 @@ def test_unicode_constants_are_spelled_as_json_escapes_and_decode_back(
         pick=(Literal[tuple(UNICODE_TEXTS.values())], ...),  # type: ignore[misc]
     )
 
-    out = judge.generate_json([ASK, ASK, ASK], [Constants, YesNo, Choice], with_usage=True)
+    out = judge.generate_json([ASK, ASK, ASK], [Constants, YesNo, Choice])
 
     assert out[0].value.model_dump() == UNICODE_TEXTS
     assert isinstance(out[1].value, YesNo)
@@ -145,7 +146,7 @@ def test_a_generation_error_fails_only_its_row(judge: TransformersJudge) -> None
     poisoned = [{"role": "user", "content": "This prompt breaks the model call."}]
     breaking.poison = tuple(breaking._encode(0, poisoned).token_ids)
 
-    out = breaking.generate_json([ASK, poisoned, ASK, ASK], YesNo, return_exceptions=True)
+    out = outcomes(breaking.generate_json([ASK, poisoned, ASK, ASK], YesNo))
 
     assert [type(item).__name__ for item in out] == ["YesNo", "JudgeOutputError", "YesNo", "YesNo"]
     assert "prompt 1" in str(out[1]) and "simulated device error" in str(out[1])
@@ -204,7 +205,7 @@ def test_a_schema_that_needs_more_than_the_budget_gets_what_it_needs(
     bound = schema_token_bound(schema_text(Units), small.settings.max_string_tokens)
     assert bound is not None and bound > 16
 
-    out = small.generate_json([ASK, ASK], [Units, YesNo], with_usage=True)
+    out = small.generate_json([ASK, ASK], [Units, YesNo])
 
     assert list(out[0].value.units) == LONG_CONSTANTS
     assert out[0].usage.generated_tokens > 16  # more than the configured budget, as needed

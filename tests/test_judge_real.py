@@ -20,6 +20,7 @@ from offline_scorer import (
     TransformersJudge,
     load_model,
 )
+from offline_scorer.judges import outcomes, values
 
 pytestmark = pytest.mark.slow
 
@@ -42,13 +43,13 @@ def prompt(item: str) -> list[dict[str, str]]:
 
 
 def test_batch_returns_valid_objects_and_equals_one_by_one(judge: TransformersJudge) -> None:
-    batched = judge.generate_json([prompt(item) for item in ITEMS], Food)
+    batched = values(judge.generate_json([prompt(item) for item in ITEMS], Food))
     assert len(batched) == len(ITEMS)
     assert all(isinstance(result, Food) for result in batched)
     call = judge.call_log[-1]
     assert call.kind == "json" and len(call.items) == len(ITEMS)
     assert all(item.prompt_tokens > 0 and item.generated_tokens > 0 for item in call.items)
-    one_by_one = [judge.generate_json([prompt(item)], Food)[0] for item in ITEMS]
+    one_by_one = [values(judge.generate_json([prompt(item)], Food))[0] for item in ITEMS]
     assert one_by_one == batched
 
 
@@ -60,18 +61,18 @@ def test_per_prompt_schemas_in_one_batch(judge: TransformersJudge) -> None:
         words: list[str] = Field(min_length=1, max_length=1)
 
     prompts = [prompt("list three words"), prompt("list one word")]
-    three, one = judge.generate_json(prompts, [Three, One])
+    three, one = values(judge.generate_json(prompts, [Three, One]))
     assert len(three.words) == 3 and len(one.words) == 1
 
 
 def test_empty_prompt_list(judge: TransformersJudge) -> None:
-    assert judge.generate_json([], Food) == []
-    assert judge.generate_text([]) == []
+    assert values(judge.generate_json([], Food)) == []
+    assert values(judge.generate_text([])) == []
 
 
 def test_text_generation_is_bounded_and_uses_prefill(judge: TransformersJudge) -> None:
     messages = prompt("banana") + [{"role": "assistant", "content": "The banana is"}]
-    (text,) = judge.generate_text([messages])
+    (text,) = values(judge.generate_text([messages]))
     assert text.startswith("The banana is")
     assert judge.call_log[-1].items[0].generated_tokens <= judge.settings.max_new_tokens_text
 
@@ -85,8 +86,8 @@ def test_second_load_uses_converted_copy(judge: TransformersJudge) -> None:
 def test_prompt_longer_than_context_is_a_clear_error(judge: TransformersJudge) -> None:
     long_prompt = prompt("word " * 9000)
     with pytest.raises(ContextLengthError, match="context window of 8192"):
-        judge.generate_json([long_prompt], Food)
-    results = judge.generate_json([long_prompt, prompt("banana")], Food, return_exceptions=True)
+        values(judge.generate_json([long_prompt], Food))
+    results = outcomes(judge.generate_json([long_prompt, prompt("banana")], Food))
     assert isinstance(results[0], ContextLengthError) and isinstance(results[1], Food)
 
 
@@ -97,7 +98,7 @@ def test_budget_exhausted_before_json_closes(judge: TransformersJudge) -> None:
         sentences: list[str] = Field(min_length=6)
 
     with pytest.raises(JudgeOutputError, match="budget of 16 tokens"):
-        tight.generate_json([prompt("write six sentences")], Long)
+        values(tight.generate_json([prompt("write six sentences")], Long))
 
 
 def test_strings_are_closed_at_their_token_cap(judge: TransformersJudge) -> None:
@@ -113,7 +114,7 @@ def test_strings_are_closed_at_their_token_cap(judge: TransformersJudge) -> None
         {"role": "system", "content": "Answer in JSON."},
         {"role": "user", "content": "Write the digits 1234567890 ten times in a row, no spaces."},
     ]
-    result = capped.generate_json([ask], Digits)[0]
+    result = values(capped.generate_json([ask], Digits))[0]
     tokenizer = judge.load().tokenizer
     # The opening token may carry the quote and a first character; 12 more at most follow.
     assert len(tokenizer(result.number, add_special_tokens=False)["input_ids"]) <= 13
@@ -131,10 +132,10 @@ def test_load_and_generate_with_every_socket_blocked(
 
     monkeypatch.setattr(socket.socket, "connect", refuse)
     monkeypatch.setattr(socket.socket, "connect_ex", refuse)
-    fresh = TransformersJudge()  # a new load, from the converted copy
-    (result,) = fresh.generate_json([prompt("banana")], Food)
+    fresh = TransformersJudge(load_model())  # a new load, from the converted copy
+    (result,) = values(fresh.generate_json([prompt("banana")], Food))
     assert isinstance(result, Food)
-    assert fresh.generate_text([prompt("banana")])[0]
+    assert values(fresh.generate_text([prompt("banana")]))[0]
     assert attempts == []
 
 
@@ -181,7 +182,7 @@ def test_the_multi_token_labels_are_multi_token(judge: TransformersJudge) -> Non
 
 def test_label_probabilities_sum_to_one_over_the_allowed_labels(judge: TransformersJudge) -> None:
     prompts = VERDICT_PROMPTS[:2]
-    results = judge.score_labels(prompts, [RELEVANCE, MATCH], with_usage=True)
+    results = judge.score_labels(prompts, [RELEVANCE, MATCH])
     for answer, labels in zip(results, (RELEVANCE, MATCH)):
         scores = answer.value
         assert scores.labels == labels
@@ -197,11 +198,11 @@ def test_label_probabilities_sum_to_one_over_the_allowed_labels(judge: Transform
 def test_an_item_alone_and_at_every_place_in_a_batch_gives_the_same_scores(
     judge: TransformersJudge,
 ) -> None:
-    alone = [judge.score_labels([p], RELEVANCE)[0] for p in VERDICT_PROMPTS]
+    alone = [values(judge.score_labels([p], RELEVANCE))[0] for p in VERDICT_PROMPTS]
     count = len(VERDICT_PROMPTS)
     for shift in range(count):  # every item visits every position
         order = [(shift + k) % count for k in range(count)]
-        batch = judge.score_labels([VERDICT_PROMPTS[i] for i in order], RELEVANCE)
+        batch = values(judge.score_labels([VERDICT_PROMPTS[i] for i in order], RELEVANCE))
         assert batch == [alone[i] for i in order], shift
 
 
@@ -213,7 +214,7 @@ def test_a_multi_token_label_is_the_sum_of_its_tokens_log_probs(judge: Transform
     tokenizer, model = loaded.tokenizer, loaded.model
     prompt = VERDICT_PROMPTS[0]
     for labels, label in ((RELEVANCE, "unsure"), (MATCH, "semantic"), (RELEVANCE, "yes")):
-        (scores,) = judge.score_labels([prompt], labels)
+        (scores,) = values(judge.score_labels([prompt], labels))
         text = tokenizer.apply_chat_template(prompt, tokenize=False, continue_final_message=True)
         prompt_ids = tokenizer(text, add_special_tokens=False)["input_ids"]
         label_ids = tokenizer(label, add_special_tokens=False)["input_ids"]
@@ -234,10 +235,10 @@ def test_a_prompt_too_long_for_the_context_is_an_error_in_the_list(
 ) -> None:
     too_long = verdict_prompt("Is this long?", "word " * 9000)
     with pytest.raises(ContextLengthError, match="context window of 8192"):
-        judge.score_labels([too_long], RELEVANCE)
-    results = judge.score_labels([too_long, VERDICT_PROMPTS[0]], RELEVANCE, return_exceptions=True)
+        values(judge.score_labels([too_long], RELEVANCE))
+    results = outcomes(judge.score_labels([too_long, VERDICT_PROMPTS[0]], RELEVANCE))
     assert isinstance(results[0], ContextLengthError)
-    assert results[1] == judge.score_labels([VERDICT_PROMPTS[0]], RELEVANCE)[0]
+    assert results[1] == values(judge.score_labels([VERDICT_PROMPTS[0]], RELEVANCE))[0]
 
 
 def test_the_result_cache_serves_label_scores_without_the_model(
@@ -245,9 +246,9 @@ def test_the_result_cache_serves_label_scores_without_the_model(
 ) -> None:
     cached = CachedJudge(judge, tmp_path / "cache.sqlite")
     prompts = VERDICT_PROMPTS[:2]
-    first = cached.score_labels(prompts, [RELEVANCE, MATCH])
+    first = values(cached.score_labels(prompts, [RELEVANCE, MATCH]))
     calls = judge.usage_totals.calls
-    again = cached.score_labels(prompts, [RELEVANCE, MATCH], with_usage=True)
+    again = cached.score_labels(prompts, [RELEVANCE, MATCH])
     assert [answer.value for answer in again] == first
     assert all(answer.usage.cached for answer in again)
     assert judge.usage_totals.calls == calls  # the model was not asked
@@ -259,10 +260,10 @@ def test_replay_gives_back_what_was_recorded_for_labels(
     path = tmp_path / "labels.json"
     recorder = RecordingJudge(judge, path)
     prompts = VERDICT_PROMPTS[:2]
-    recorded = recorder.score_labels(prompts, [RELEVANCE, MATCH])
-    with_hidden = recorder.score_labels(prompts[:1], RELEVANCE, hidden_state=True)
+    recorded = values(recorder.score_labels(prompts, [RELEVANCE, MATCH]))
+    with_hidden = values(recorder.score_labels(prompts[:1], RELEVANCE, hidden_state=True))
     replay = ReplayJudge(path)
     assert replay.fingerprint == judge.fingerprint
-    assert replay.score_labels(prompts, [RELEVANCE, MATCH]) == recorded
-    assert replay.score_labels(prompts[:1], RELEVANCE, hidden_state=True) == with_hidden
+    assert values(replay.score_labels(prompts, [RELEVANCE, MATCH])) == recorded
+    assert values(replay.score_labels(prompts[:1], RELEVANCE, hidden_state=True)) == with_hidden
     assert with_hidden[0].hidden is not None

@@ -22,13 +22,12 @@ from offline_scorer import (
     ConfigurationError,
     DataError,
     EvalResult,
-    GenerationSettings,
     ReplayJudge,
-    TransformersJudge,
     create_scorer,
     get_scorer,
     run_evals,
 )
+from offline_scorer.judges._cards import resolve_model
 
 ray = pytest.importorskip("ray", reason='needs the ray extra: pip install "offline-scorer[ray]"')
 
@@ -91,7 +90,7 @@ def comparable(result: EvalResult) -> dict[str, Any]:
 
 @pytest.mark.slow
 def test_two_ray_actors_give_the_local_scores_and_summary(
-    ray_cluster: None, judge: TransformersJudge, tmp_path: Path
+    ray_cluster: None, tmp_path: Path
 ) -> None:
     """20 rows, real embedded model: 2 Ray actors (1 CPU each) against the local run.
 
@@ -100,8 +99,7 @@ def test_two_ray_actors_give_the_local_scores_and_summary(
     Answer relevancy runs its whole pipeline (statements, verdicts, score, reason): three
     judge calls per batch, with short answers the cheapest built-in scorer here. Reasons are
     held to one short sentence and JSON strings to 12 tokens on both sides to keep the test
-    quick (about 2 minutes here); the local judge shares
-    the session's loaded weights with those settings.
+    quick (about 2 minutes here).
     """
     rows = [
         {"id": f"q{n:02d}", "input": q, "output": a, "ground_truth": g}
@@ -110,26 +108,17 @@ def test_two_ray_actors_give_the_local_scores_and_summary(
     data = write_jsonl(tmp_path / "data.jsonl", rows)
     thresholds = {"answer-relevancy": 0.5}
     settings = {"max_new_tokens_text": 24, "max_sentences_text": 1, "max_string_tokens": 12}
-    local_judge = TransformersJudge(judge.load(), settings=GenerationSettings(**settings))
-    local = run_evals(
-        data,
-        [get_scorer("answer-relevancy", judge=local_judge)],
-        thresholds=thresholds,
-        batch_size=10,
-    )
+    # One scorer for both runs: its JudgeConfig travels to the actors.
+    scorer = get_scorer("answer-relevancy", **settings)
+    local = run_evals(data, [scorer], thresholds=thresholds, batch_size=10)
     on_ray = run_evals(
         data,
-        ["answer-relevancy"],
+        [scorer],
         thresholds=thresholds,
         batch_size=10,
         progress=False,
         backend="ray",
-        ray={
-            "actors": 2,
-            "num_cpus": 1,
-            "judge_settings": settings,
-            "output": str(tmp_path / "results"),
-        },
+        ray={"actors": 2, "num_cpus": 1, "output": str(tmp_path / "results")},
     )
     assert len(on_ray.items) == 20
     assert comparable(on_ray) == comparable(local)
@@ -154,6 +143,57 @@ def test_two_ray_actors_give_the_local_scores_and_summary(
             expected.preprocess_step_result,
             expected.analyze_step_result,
         )
+
+
+@pytest.mark.slow
+def test_cli_on_ray_scores_a_non_default_model_exactly_like_a_local_run(
+    ray_cluster: None, tmp_path: Path
+) -> None:
+    """``score --model <a .gguf path>`` locally and with ``--backend ray``: the same rows.
+
+    The defect this pins: the Ray path built its scorers without the model, so ``auto``
+    modes resolved against the embedded card (read verdicts, split extraction) while the
+    local run resolved them for the named model (no card: generated verdicts, extraction by
+    the model), and ``--out`` was a folder of differently shaped rows. The model is the
+    embedded GGUF file named by its path (a model of your own, to the scorers), so both
+    scorers run the reference's whole procedure; two short rows keep it to about a minute.
+    """
+    from typer.testing import CliRunner
+
+    from offline_scorer.cli import app
+
+    gguf = resolve_model("smollm2-135m-instruct").path
+    rows = [
+        {"id": f"q{n}", "input": q, "output": a, "ground_truth": g}
+        for n, (q, a, g) in enumerate(QUESTIONS[:2])
+    ]
+    data = write_jsonl(tmp_path / "data.jsonl", rows)
+    args = ["score", str(data), "-s", "answer-relevancy", "-s", "answer-similarity"]
+    args += ["--model", str(gguf), "--no-cache", "--quiet"]
+    written = {}
+    for backend in ("local", "ray"):
+        out = tmp_path / f"{backend}.jsonl"
+        outcome = CliRunner().invoke(app, [*args, "--backend", backend, "--out", str(out)])
+        assert outcome.exit_code == 0, outcome.output
+        assert out.is_file()  # one shape: a JSONL file on every backend
+        lines = [json.loads(line) for line in out.read_text().splitlines()]
+        written[backend] = {(line["item_id"], line["scorer_id"]): line for line in lines}
+    local, on_ray = written["local"], written["ray"]
+    assert sorted(on_ray) == sorted(local) and len(local) == 4
+    for key, line in local.items():
+        assert line["scorer_options"]["verdicts"] == "generate", key
+        assert line["scorer_options"]["extraction"] == "model", key
+        assert _without_timings(on_ray[key]) == _without_timings(line), key
+
+
+def _without_timings(line: dict[str, Any]) -> dict[str, Any]:
+    """A result line without what differs between two runs of the same work: wall times,
+    and the item's position (on Ray, items arrive in the order they finish)."""
+    steps = {
+        name: {k: v for k, v in stats.items() if k != "seconds"}
+        for name, stats in line["steps"].items()
+    }
+    return {**{k: v for k, v in line.items() if k != "item_index"}, "steps": steps}
 
 
 class DiesOnFirstBatch:

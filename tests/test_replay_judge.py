@@ -15,6 +15,7 @@ from offline_scorer import (
     ReplayMissError,
     TransformersJudge,
 )
+from offline_scorer.judges import values
 
 pytestmark = pytest.mark.slow
 
@@ -25,22 +26,22 @@ def test_record_then_replay_identical_without_model(
     path = tmp_path / "recording.json"
     recorder = RecordingJudge(judge, path)
     prompts = [prompt(item) for item in ITEMS[:3]]
-    recorded = recorder.generate_json(prompts, Food)
-    texts = recorder.generate_text(prompts[:2])
+    recorded = values(recorder.generate_json(prompts, Food))
+    texts = values(recorder.generate_text(prompts[:2]))
     data = json.loads(path.read_text())
     assert len(data["entries"]) == 5
     replay = ReplayJudge(path)
     assert replay.fingerprint == judge.fingerprint
-    assert replay.generate_json(prompts, Food) == recorded
-    assert replay.generate_text(prompts[:2]) == texts
+    assert values(replay.generate_json(prompts, Food)) == recorded
+    assert values(replay.generate_text(prompts[:2])) == texts
     assert not hasattr(replay, "load")  # a replay judge has no model to load
 
 
 def test_replay_miss_shows_the_prompt(judge: TransformersJudge, tmp_path: Path) -> None:
     path = tmp_path / "recording.json"
-    RecordingJudge(judge, path).generate_json([prompt("banana")], Food)
+    values(RecordingJudge(judge, path).generate_json([prompt("banana")], Food))
     with pytest.raises(ReplayMissError) as caught:
-        ReplayJudge(path).generate_json([prompt("a changed prompt")], Food)
+        values(ReplayJudge(path).generate_json([prompt("a changed prompt")], Food))
     assert "a changed prompt" in str(caught.value)
 
 
@@ -49,9 +50,9 @@ def test_cache_serves_second_run_without_the_model(
 ) -> None:
     cached = CachedJudge(judge, tmp_path / "cache.sqlite")
     prompts = [prompt(item) for item in ITEMS[:2]]
-    first = cached.generate_json(prompts, Food)
+    first = values(cached.generate_json(prompts, Food))
     calls_before = judge.usage_totals.calls
-    again = CachedJudge(judge, tmp_path / "cache.sqlite").generate_json(prompts, Food)
+    again = values(CachedJudge(judge, tmp_path / "cache.sqlite").generate_json(prompts, Food))
     assert again == first
     assert judge.usage_totals.calls == calls_before  # the model was not asked again
     assert cached.misses == 2

@@ -681,7 +681,7 @@ def test_a_registered_display_renders_generically(
         options=dict,
         display=lambda run: [table],
     )
-    monkeypatch.setitem(_registry._registered(), "tabled", info)
+    monkeypatch.setitem(_registry._SCORERS, "tabled", info)
     run = ScoreResult(run_id="run-t", scorer_id="tabled-scorer", status="scored", score=1.0)
     page = render_html_report(_with_run(result, run))
     assert "<h4>things</h4>" in page

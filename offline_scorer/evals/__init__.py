@@ -1,6 +1,7 @@
 """Evaluating datasets: data loading, ``run_evals``, the local agent, and the Ray backend."""
 
 from offline_scorer.evals._agent import LocalAgent
+from offline_scorer.evals._config import RunConfig
 from offline_scorer.evals._data import DataItem, Dataset, Fields, load_dataset
 from offline_scorer.evals._run import run_evals
 from offline_scorer.evals._types import (
@@ -21,6 +22,7 @@ __all__ = [
     "Fields",
     "LocalAgent",
     "RowProblem",
+    "RunConfig",
     "ScorerSummary",
     "Threshold",
     "load_dataset",

@@ -29,6 +29,7 @@ from offline_scorer.evals._types import (
 )
 from offline_scorer.pipeline._results import ScoreResult
 from offline_scorer.pipeline._scorer import Scorer
+from offline_scorer.scorers._registry import get_scorer, scorer_info
 
 ThresholdSpec = float | tuple[float | None, float | None] | Threshold | Mapping[str, float]
 """A minimum mean, ``(min, max)`` bounds, a :class:`Threshold` or its fields as a dict."""
@@ -50,7 +51,6 @@ def build_scorers(scorers: Sequence[Scorer | str]) -> list[Scorer]:
         ConfigurationError: no scorers, or one scorer id twice.
         UnknownScorerError: an id that no built-in scorer has.
     """
-    from offline_scorer.scorers._registry import get_scorer
 
     if not scorers:
         raise ConfigurationError("run_evals needs at least one scorer.")
@@ -63,7 +63,6 @@ def build_scorers(scorers: Sequence[Scorer | str]) -> list[Scorer]:
 
 def shown_id(scorer: Scorer) -> str:
     """The id a person types for a scorer: the short id of a built-in one."""
-    from offline_scorer.scorers._registry import scorer_info
 
     info = scorer_info(scorer.id)
     return info.short_id if info is not None and info.id == scorer.id else scorer.id
@@ -119,7 +118,6 @@ def parse_thresholds(
 
 def _scorer_named(key: str, by_id: Mapping[str, Scorer]) -> Scorer | None:
     """The scorer of the run that ``key`` names: its id, or a built-in scorer's short id."""
-    from offline_scorer.scorers._registry import scorer_info
 
     if key in by_id:
         return by_id[key]

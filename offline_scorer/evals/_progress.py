@@ -5,6 +5,8 @@ from __future__ import annotations
 import sys
 from typing import Any, Protocol
 
+from tqdm import tqdm
+
 
 class ProgressBar(Protocol):
     """The part of a tqdm bar a run uses."""
@@ -23,7 +25,6 @@ def shows_progress(enabled: bool) -> bool:
 
 def progress_bar(total: int, *, enabled: bool) -> ProgressBar:
     """A progress bar on stderr (items done, items/s, time left); silent unless it shows."""
-    from tqdm import tqdm
 
     bar: ProgressBar = tqdm(
         total=total,

@@ -7,6 +7,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, Literal
 
 from offline_scorer._exceptions import ConfigurationError
+from offline_scorer.evals._config import RunConfig
 from offline_scorer.evals._core import (
     CacheCounts,
     ItemCallback,
@@ -27,6 +28,7 @@ from offline_scorer.evals._core import (
 from offline_scorer.evals._data import Dataset, Fields, load_dataset
 from offline_scorer.evals._progress import ProgressBar, progress_bar
 from offline_scorer.evals._types import EvalItem, EvalResult
+from offline_scorer.evals.ray._backend import run_evals_on_ray
 from offline_scorer.pipeline._scorer import Scorer
 
 
@@ -36,15 +38,16 @@ def run_evals(
     target: Target | None = None,
     on_item_complete: ItemCallback | None = None,
     thresholds: Mapping[str, ThresholdSpec] | None = None,
-    batch_size: int = 16,
-    fail_fast: bool = False,
-    progress: bool = True,
+    batch_size: int | None = None,
+    fail_fast: bool | None = None,
+    progress: bool | None = None,
     *,
     fields: Fields | None = None,
-    skip_invalid: bool = False,
-    keep_items: bool = True,
-    backend: Literal["local", "ray"] = "local",
+    skip_invalid: bool | None = None,
+    keep_items: bool | None = None,
+    backend: Literal["local", "ray"] | None = None,
     ray: Any = None,
+    config: RunConfig | None = None,
 ) -> EvalResult:
     """Score a dataset with one or more scorers.
 
@@ -62,7 +65,8 @@ def run_evals(
         on_item_complete: called after each item is scored.
         thresholds: per scorer id, a minimum mean (float), ``(min, max)`` bounds, a
             :class:`Threshold` or ``{"minimum": ..., "maximum": ...}``; gives a verdict.
-        batch_size: items per batch.
+        batch_size: items per chunk (None here and below: ``RunConfig``'s default, which
+            lives there only).
         fail_fast: stop at the first failed item (the reference's behaviour) by raising.
         progress: show a progress bar on stderr when it is a terminal.
         fields: column names for file and list data.
@@ -78,8 +82,12 @@ def run_evals(
             the same as a local run's. Scorers built on a ``CachedJudge`` put every actor
             behind that judge's cache file (or name one: ``ray={"cache": path}``).
         ray: with ``backend="ray"``, a ``RayOptions`` or a dict of its fields (``address``,
-            ``actors``, ``num_cpus``, ``num_gpus``, ``model``, ``device``, ``dtype``,
-            ``output``, ``cache``, ``max_restarts``, ``max_task_retries`` ...).
+            ``actors``, ``num_cpus``, ``num_gpus``, ``output``, ``cache``,
+            ``max_restarts``, ``max_task_retries`` ...). The actors build the scorers'
+            judge from the scorers' own :class:`JudgeConfig` (build the scorers with
+            ``model=``), so a Ray run scores exactly like a local one.
+        config: all of the above but ``data``, ``scorers``, ``target`` and
+            ``on_item_complete`` as one :class:`RunConfig` (then pass none of them).
 
     Returns:
         Means per scorer id (over scored items, not rounded), the summary (counts, verdict)
@@ -100,68 +108,68 @@ def run_evals(
         >>> result.summary.verdict  # doctest: +SKIP
         'passed'
     """
-    if backend == "ray":
-        return _run_evals_on_ray(
-            data,
-            scorers,
-            target,
-            on_item_complete,
-            thresholds,
-            batch_size,
-            fail_fast,
-            progress,
-            fields,
-            skip_invalid,
-            keep_items,
-            ray,
-        )
-    if backend != "local":
-        raise ConfigurationError(f"Unknown backend {backend!r}: use 'local' or 'ray'.")
-    if ray is not None:
+    run = RunConfig.merged(
+        config,
+        thresholds=thresholds,
+        batch_size=batch_size,
+        fail_fast=fail_fast,
+        progress=progress,
+        fields=fields,
+        skip_invalid=skip_invalid,
+        keep_items=keep_items,
+        backend=backend,
+        ray=ray,
+    )
+    built = build_scorers(scorers)
+    if run.backend == "ray":
+        _refuse_on_ray(target, run)
+        return run_evals_on_ray(data, built, run, on_item_complete)
+    if run.ray is not None:
         raise ConfigurationError("ray= options need backend='ray'.")
+    return _run_locally(data, built, target, on_item_complete, run)
+
+
+def _run_locally(
+    data: Any,
+    scorers: list[Scorer],
+    target: Target | None,
+    on_item_complete: ItemCallback | None,
+    run: RunConfig,
+) -> EvalResult:
     started = time.perf_counter()
-    fields = fields or Fields()
     dataset = (
         data
         if isinstance(data, Dataset)
-        else load_dataset(data, fields=fields, skip_invalid=skip_invalid)
+        else load_dataset(data, fields=run.fields, skip_invalid=run.skip_invalid)
     )
-    built = build_scorers(scorers)
-    limits = parse_thresholds(thresholds or {}, built)
+    limits = parse_thresholds(run.thresholds, scorers)
     check_rows(
-        built,
+        scorers,
         dataset_facts(dataset),
-        fields,
+        run.fields,
         answers_missing_outputs=target is not None,
         remedy="pass target= (a function or LocalAgent) to produce them",
     )
-    if batch_size < 1:
-        raise ConfigurationError("batch_size must be at least 1.")
-    totals = Totals(built, limits)
-    cache_before = cache_counts(built)
-    bar = progress_bar(len(dataset), enabled=progress)
+    totals = Totals(scorers, limits)
+    cache_before = cache_counts(scorers)
+    bar = progress_bar(len(dataset), enabled=run.progress)
     try:
-        scored = _scored_items(dataset, built, target, fail_fast, batch_size, bar)
-        collected = collect(scored, totals, keep_items, on_item_complete)
+        scored = _scored_items(dataset, scorers, target, run, bar)
+        collected = collect(scored, totals, run.keep_items, on_item_complete)
     finally:
         bar.close()
-    _count_cache(totals, cache_before, cache_counts(built))
+    _count_cache(totals, cache_before, cache_counts(scorers))
     seconds = time.perf_counter() - started
     end = RunEnd(seconds, len(dataset), dataset.problems, collected.interrupted)
     return eval_result(totals, end, collected.items)
 
 
 def _scored_items(
-    dataset: Dataset,
-    scorers: list[Scorer],
-    target: Target | None,
-    fail_fast: bool,
-    batch_size: int,
-    bar: ProgressBar,
+    dataset: Dataset, scorers: list[Scorer], target: Target | None, run: RunConfig, bar: ProgressBar
 ) -> Iterator[EvalItem]:
-    """The dataset's items, scored batch by batch as they are asked for."""
-    for chunk in chunks(dataset.items, batch_size):
-        done = score_chunk(chunk, scorers, target, fail_fast)
+    """The dataset's items, scored chunk by chunk as they are asked for."""
+    for chunk in chunks(dataset.items, run.batch_size):
+        done = score_chunk(chunk, scorers, target, run.fail_fast)
         bar.update(len(done))
         yield from done
 
@@ -174,40 +182,14 @@ def _count_cache(totals: Totals, before: CacheCounts | None, after: CacheCounts 
     totals.add_cache(CacheCounts(after.hits - before.hits, after.misses - before.misses))
 
 
-def _run_evals_on_ray(
-    data: Any,
-    scorers: Sequence[Scorer | str],
-    target: Target | None,
-    on_item_complete: ItemCallback | None,
-    thresholds: Mapping[str, ThresholdSpec] | None,
-    batch_size: int,
-    fail_fast: bool,
-    progress: bool,
-    fields: Fields | None,
-    skip_invalid: bool,
-    keep_items: bool,
-    options: Any,
-) -> EvalResult:
-    from offline_scorer.evals.ray._backend import run_evals_on_ray
-
+def _refuse_on_ray(target: Target | None, run: RunConfig) -> None:
+    """What a Ray run cannot do, refused before Ray starts."""
     if target is not None:
         raise ConfigurationError(
             "backend='ray' scores answers already in the data and takes no target=; produce "
             "the outputs first, or use the local backend."
         )
-    if fail_fast:
+    if run.fail_fast:
         raise ConfigurationError(
             "fail_fast=True needs the local backend: on Ray, failures are recorded per item."
         )
-    return run_evals_on_ray(
-        data,
-        scorers,
-        options=options,
-        thresholds=thresholds,
-        batch_size=batch_size,
-        fields=fields,
-        skip_invalid=skip_invalid,
-        keep_items=keep_items,
-        on_item_complete=on_item_complete,
-        progress=progress,
-    )

@@ -17,25 +17,16 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel
-
-from offline_scorer.judges._keys import Prompt, request_key, schema_text
+from offline_scorer.judges._keys import request_key
 from offline_scorer.judges._protocol import (
+    Answer,
     CallLog,
     ItemUsage,
     Judge,
     JudgeCall,
     JudgeWrapper,
-    KeepsCallLog,
-    LabelsArg,
-    LabelScores,
-    SchemaArg,
-    finish,
-    label_request_text,
-    labels_per_prompt,
-    parse_json_output,
-    schemas_per_prompt,
-    unwrap,
+    Request,
+    ask,
 )
 from offline_scorer.judges._settings import GenerationSettings, cache_dir
 
@@ -96,7 +87,7 @@ class ResultCache:
         return int(self._connect().execute("SELECT COUNT(*) FROM answers").fetchone()[0])
 
 
-class CachedJudge(KeepsCallLog, JudgeWrapper):
+class CachedJudge(JudgeWrapper):
     """Serves answers from a :class:`ResultCache` and asks the inner judge only for misses.
 
     Failed answers are not cached: a later run asks again.
@@ -118,114 +109,39 @@ class CachedJudge(KeepsCallLog, JudgeWrapper):
         self.hits = 0
         self.misses = 0
 
-    def generate_json(
-        self,
-        prompts: Sequence[Prompt],
-        schema: SchemaArg,
-        *,
-        return_exceptions: bool = False,
-        with_usage: bool = False,
-    ) -> list[Any]:
-        """Cached :meth:`Judge.generate_json`."""
-        schemas = schemas_per_prompt(schema, len(prompts))
-        texts = [schema_text(s) for s in schemas]
-
-        def ask(indexes: list[int]) -> list[Any]:
-            return self.inner.generate_json(
-                [prompts[i] for i in indexes],
-                [schemas[i] for i in indexes],
-                return_exceptions=True,
-                with_usage=True,
-            )
-
-        def parse(index: int, output: str) -> Any:
-            return parse_json_output(output, schemas[index], index=index)
-
-        results, usages = self._serve("json", prompts, texts, ask, parse)
-        return finish(results, return_exceptions, usages, with_usage)
-
-    def generate_text(
-        self,
-        prompts: Sequence[Prompt],
-        *,
-        return_exceptions: bool = False,
-        with_usage: bool = False,
-    ) -> list[Any]:
-        """Cached :meth:`Judge.generate_text`."""
-
-        def ask(indexes: list[int]) -> list[Any]:
-            return self.inner.generate_text(
-                [prompts[i] for i in indexes], return_exceptions=True, with_usage=True
-            )
-
-        results, usages = self._serve(
-            "text", prompts, [None] * len(prompts), ask, lambda _, out: out
-        )
-        return finish(results, return_exceptions, usages, with_usage)
-
-    def score_labels(
-        self,
-        prompts: Sequence[Prompt],
-        labels: LabelsArg,
-        *,
-        return_exceptions: bool = False,
-        with_usage: bool = False,
-        hidden_state: bool = False,
-    ) -> list[Any]:
-        """Cached :meth:`Judge.score_labels` (the log-probabilities are stored as JSON)."""
-        per_prompt = labels_per_prompt(labels, len(prompts))
-        texts = [label_request_text(item, hidden_state) for item in per_prompt]
-
-        def ask(indexes: list[int]) -> list[Any]:
-            return self.inner.score_labels(
-                [prompts[i] for i in indexes],
-                [per_prompt[i] for i in indexes],
-                return_exceptions=True,
-                with_usage=True,
-                hidden_state=hidden_state,
-            )
-
-        def parse(index: int, output: str) -> Any:
-            return LabelScores.from_json(per_prompt[index], json.loads(output))
-
-        results, usages = self._serve("labels", prompts, texts, ask, parse)
-        return finish(results, return_exceptions, usages, with_usage)
-
-    def _serve(
-        self,
-        kind: Any,
-        prompts: Sequence[Prompt],
-        schema_texts: Sequence[str | None],
-        ask: Any,
-        parse: Any,
-    ) -> tuple[list[Any], list[ItemUsage]]:
+    def answer(self, request: Request) -> list[Answer[Any]]:
+        """Cached answers; the inner judge answers the misses in one call."""
         started = time.perf_counter()
         fingerprint = self.inner.fingerprint
         keys = [
-            request_key(fingerprint, prompt, text, self._settings)
-            for prompt, text in zip(prompts, schema_texts)
+            request_key(fingerprint, prompt, request.key_text(index), self._settings)
+            for index, prompt in enumerate(request.prompts)
         ]
         stored = self.cache.get_many(keys)
-        results: list[Any] = [None] * len(prompts)
-        usages = [ItemUsage(0, 0, 0.0, cached=True) for _ in prompts]
+        hit = ItemUsage(0, 0, 0.0, cached=True)
+        answers: list[Answer[Any]] = [
+            Answer.of(request.restore(i, _loaded(request, stored[key])), hit)
+            if key in stored
+            else Answer()
+            for i, key in enumerate(keys)
+        ]
         missing = [i for i, key in enumerate(keys) if key not in stored]
-        for index, key in enumerate(keys):
-            if key in stored:
-                results[index] = parse(index, stored[key])
-        self.hits += len(prompts) - len(missing)
+        self.hits += len(keys) - len(missing)
         self.misses += len(missing)
         if missing:
-            answers, inner_usage = unwrap(ask(missing))
             new_rows = []
-            for index, answer, usage in zip(missing, answers, inner_usage, strict=True):
-                results[index] = answer
-                usages[index] = usage
-                if isinstance(answer, BaseModel):
-                    new_rows.append((keys[index], kind, answer.model_dump_json()))
-                elif isinstance(answer, LabelScores):
-                    new_rows.append((keys[index], kind, json.dumps(answer.to_json())))
-                elif isinstance(answer, str):
-                    new_rows.append((keys[index], kind, answer))
+            for index, fresh in zip(missing, ask(self.inner, request.subset(missing)), strict=True):
+                answers[index] = fresh
+                kept = request.stored(fresh.value) if fresh.ok else None
+                if kept is not None:
+                    text = kept if isinstance(kept, str) else json.dumps(kept)
+                    new_rows.append((keys[index], request.kind, text))
             self.cache.put_many(new_rows)
-        self._log.add(JudgeCall(kind, usages, time.perf_counter() - started))
-        return results, usages
+        usages = [answer.usage for answer in answers]
+        self._log.add(JudgeCall(request.kind, usages, time.perf_counter() - started))
+        return answers
+
+
+def _loaded(request: Request, text: str) -> Any:
+    """A cached row's text as :meth:`Request.restore` takes it (label reads are JSON)."""
+    return json.loads(text) if request.kind == "labels" else text

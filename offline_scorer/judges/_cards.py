@@ -14,7 +14,7 @@ import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
@@ -26,12 +26,12 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - exercised on Python 3.10 only
     import tomli as tomllib
 
-if TYPE_CHECKING:
-    pass
-
 logger = logging.getLogger(__name__)
 
 DEFAULT_MODEL = "smollm2-135m-instruct"
+"""The model every judge uses when none is named: the embedded card."""
+FALLBACK_BATCH_SIZE = 8
+"""Prompts per forward pass for a card that recommends none, and for a model without a card."""
 _PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt", ".pkl")
 _SIDECAR = "offline_scorer.json"
 
@@ -71,7 +71,7 @@ class ModelCard(BaseModel):
     context_length: int
     chat_format: str
     recommended_dtype: str = "auto"
-    recommended_batch_size: int = 8
+    recommended_batch_size: int = FALLBACK_BATCH_SIZE
     extraction: Literal["model", "split"] = "model"
     """How the built-in scorers extract statements and units by default: the judge writes
     them (``model``) or a deterministic sentence splitter cuts them (``split``, for judges

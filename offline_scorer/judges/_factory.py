@@ -1,77 +1,77 @@
-"""The one place judges are built: one judge per (model, backend, settings) in a process.
+"""The one place judges are built: the backend table, and one judge per configuration.
 
-Scorers, the local agent and the CLI all ask :func:`shared_judge`, so a model is loaded
-once however many of them use it. A backend is a name in :data:`BACKENDS` mapping to a
-builder; a new backend is one new sub-folder of ``judges/`` plus one line in that table.
+Everything that needs a judge (scorer factories, the local agent, the CLI, the Ray actors)
+builds it from a :class:`JudgeConfig` through :func:`build_judge` or :func:`shared_judge`,
+so a model is loaded once per process however many of them use it, and every option works
+on every backend. A backend is a name in :data:`BACKENDS` mapping to a builder; a new
+backend is one new sub-folder of ``judges/`` plus one line in that table.
 """
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from typing import Any
+from dataclasses import dataclass
 
 from offline_scorer._exceptions import ConfigurationError
-from offline_scorer.judges._cards import DEFAULT_MODEL
 from offline_scorer.judges._protocol import Judge
-from offline_scorer.judges._settings import GenerationSettings
+from offline_scorer.judges._settings import JudgeConfig
+from offline_scorer.judges.transformers import TransformersJudge
 
 
-def _transformers_judge(model: str, settings: GenerationSettings, **load: Any) -> Judge:
-    from offline_scorer.judges.transformers import TransformersJudge
+def _transformers_judge(config: JudgeConfig) -> Judge:
 
-    return TransformersJudge(model, settings=settings, **load)
+    return TransformersJudge.from_config(config)
 
 
-BACKENDS: dict[str, Callable[..., Judge]] = {
+BACKENDS: dict[str, Callable[[JudgeConfig], Judge]] = {
     "transformers": _transformers_judge,
 }
-"""Judge builders by backend name: ``builder(model, settings, **load_options) -> Judge``."""
+"""Judge builders by backend name: ``builder(config) -> Judge`` (the model loads on first use)."""
 
-LOAD_OPTIONS = ("device", "dtype", "threads", "trust_remote_code", "allow_pickle")
-"""The options that choose how weights are loaded (the rest are generation settings)."""
-
-_JUDGES: dict[tuple[Any, ...], Judge] = {}
+_JUDGES: dict[JudgeConfig, Judge] = {}
 _LOCK = threading.Lock()
 
 
-def shared_judge(
-    model: str | None = None, *, backend: str = "transformers", **options: Any
-) -> Judge:
-    """One judge per (model, backend, options) in this process, so users share weights.
-
-    Args:
-        model: a model card name, HF model directory or .gguf file (default: the
-            embedded model).
-        backend: a key of :data:`BACKENDS`.
-        **options: load options (``device``, ``dtype``, ``threads``,
-            ``trust_remote_code``, ``allow_pickle``) and :class:`GenerationSettings`
-            fields (``batch_size``, ``max_new_tokens_json``, ...).
+def build_judge(config: JudgeConfig) -> Judge:
+    """A new judge for ``config`` from the backend table (its model loads on first use).
 
     Raises:
-        ConfigurationError: an unknown backend or option name.
+        ConfigurationError: the configuration names an unknown backend.
     """
-    reference = model or DEFAULT_MODEL
-    builder = BACKENDS.get(backend)
+    builder = BACKENDS.get(config.backend)
     if builder is None:
         raise ConfigurationError(
-            f"Unknown judge backend {backend!r}; known backends: {', '.join(sorted(BACKENDS))}."
+            f"Unknown judge backend {config.backend!r}; known backends: "
+            f"{', '.join(sorted(BACKENDS))}."
         )
-    unknown = set(options) - set(LOAD_OPTIONS) - set(GenerationSettings.model_fields)
-    if unknown:
-        raise ConfigurationError(
-            f"Unknown judge option(s) {sorted(unknown)}; load options are "
-            f"{list(LOAD_OPTIONS)} and generation settings are "
-            f"{sorted(GenerationSettings.model_fields)}."
-        )
-    key = (reference, backend, tuple(sorted(options.items())))
+    return builder(config)
+
+
+def shared_judge(config: JudgeConfig | None = None) -> Judge:
+    """One judge per configuration in this process, so its users share the weights.
+
+    Raises:
+        ConfigurationError: the configuration names an unknown backend.
+    """
+    config = config or JudgeConfig()
     with _LOCK:
-        judge = _JUDGES.get(key)
+        judge = _JUDGES.get(config)
         if judge is None:
-            settings = GenerationSettings(
-                **{k: v for k, v in options.items() if k in GenerationSettings.model_fields}
-            )
-            load = {k: v for k, v in options.items() if k in LOAD_OPTIONS}
-            judge = builder(reference, settings, **load)
-            _JUDGES[key] = judge
+            judge = _JUDGES[config] = build_judge(config)
         return judge
+
+
+@dataclass(frozen=True)
+class LazyJudge:
+    """A judge not built yet: the process's shared judge for ``config``, on first call.
+
+    Scorers built with a model reference hold one, so building a scorer never loads a
+    model, and the configuration travels with the scorer (the Ray backend rebuilds the
+    same judge on every actor from it).
+    """
+
+    config: JudgeConfig
+
+    def __call__(self) -> Judge:
+        return shared_judge(self.config)

@@ -1,37 +1,40 @@
 """The judge protocol: what every judge offers, and the pieces judges share.
 
-A judge has three batch calls. ``generate_json(prompts, schema)`` returns one validated
-pydantic object per prompt; ``generate_text(prompts)`` one string per prompt;
+A judge has three batch calls. ``generate_json(prompts, schema)`` answers each prompt with
+a validated pydantic object; ``generate_text(prompts)`` with a string;
 ``score_labels(prompts, labels)`` reads, in one forward pass and without decoding, how
 likely the model is to continue each prompt with each of a closed set of labels (a
-:class:`LabelScores` per prompt). Prompts are lists of chat messages
-(``{"role": ..., "content": ...}``); a final assistant message is a prefill the model
-continues. Results come back in the order of the prompts.
+:class:`LabelScores`). Prompts are lists of chat messages (``{"role": ..., "content": ...}``);
+a final assistant message is a prefill the model continues.
 
-With ``with_usage=True`` each result comes wrapped in an :class:`Answer` that carries its
-own :class:`ItemUsage`: usage travels with the answer, so threads sharing a judge never
-read each other's numbers. ``call_log`` keeps only the most recent calls (memory stays
-flat however long a job runs); ``usage_totals`` sums them all.
+Every call returns one :class:`Answer` per prompt, in the order of the prompts: the value
+or the error that replaced it, and the prompt's own :class:`ItemUsage`. One failed prompt
+never hides the others; usage travels with the answer, so threads sharing a judge never
+read each other's numbers; :func:`values` gives the plain values (raising the first
+error). ``call_log`` keeps only the most recent calls (memory stays flat however long a job
+runs); ``usage_totals`` sums them all.
 
-Every implementation (the transformers judge, the replay judge, the result cache, the
-scripted judge in ``offline_scorer.testing``) satisfies :class:`Judge` without
-inheriting from anything.
+:class:`JudgeBase` turns the three calls into one :class:`Request` for one method,
+``answer(request)``: the transformers judge, the replay judge, the result cache, the
+recorder and the scripted judge in ``offline_scorer.testing`` each implement only that.
+A judge of your own needs no base class: satisfying :class:`Judge` is enough.
 """
 
 from __future__ import annotations
 
 import itertools
+import json
 import math
 import threading
 from collections import deque
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Generic, Literal, Protocol, TypeVar, runtime_checkable
 
 from pydantic import BaseModel, ValidationError
 
 from offline_scorer._exceptions import ConfigurationError, JudgeOutputError
-from offline_scorer.judges._keys import Prompt
+from offline_scorer.judges._keys import Prompt, schema_text
 
 T = TypeVar("T", bound=BaseModel)
 V = TypeVar("V")
@@ -63,10 +66,48 @@ NO_USAGE = ItemUsage(0, 0, 0.0)
 
 @dataclass(frozen=True)
 class Answer(Generic[V]):
-    """One prompt's result (a value or the exception that replaced it) with its usage."""
+    """One prompt's outcome: its value, or the error that replaced it, and its usage.
 
-    value: V | BaseException
+    Every judge call returns one ``Answer`` per prompt, whatever went wrong: one failed
+    prompt never hides the others' results.
+    """
+
+    value: V | None = None
     usage: ItemUsage = NO_USAGE
+    error: BaseException | None = None
+
+    @classmethod
+    def of(cls, outcome: V | BaseException, usage: ItemUsage = NO_USAGE) -> Answer[V]:
+        """An answer from a value or an exception."""
+        if isinstance(outcome, BaseException):
+            return cls(None, usage, outcome)
+        return cls(outcome, usage)
+
+    @property
+    def ok(self) -> bool:
+        """Whether the prompt got a value."""
+        return self.error is None
+
+    @property
+    def outcome(self) -> V | BaseException:
+        """The value, or the error in its place."""
+        return self.error if self.error is not None else self.value  # type: ignore[return-value]
+
+    def get(self) -> V:
+        """The value; raises the error when the prompt failed."""
+        if self.error is not None:
+            raise self.error
+        return self.value  # type: ignore[return-value]
+
+
+def values(answers: Sequence[Answer[V]]) -> list[V]:
+    """The values of a call's answers; raises the first error when one prompt failed."""
+    return [answer.get() for answer in answers]
+
+
+def outcomes(answers: Sequence[Answer[V]]) -> list[V | BaseException]:
+    """Each answer's value, or its error in its place."""
+    return [answer.outcome for answer in answers]
 
 
 @dataclass(frozen=True)
@@ -219,36 +260,17 @@ class Judge(Protocol):
         """The most recent calls (at most :data:`CALL_LOG_SIZE`), oldest first."""
         ...
 
-    def generate_json(
-        self,
-        prompts: Sequence[Prompt],
-        schema: SchemaArg,
-        *,
-        return_exceptions: bool = False,
-        with_usage: bool = False,
-    ) -> list[Any]:
+    def generate_json(self, prompts: Sequence[Prompt], schema: SchemaArg) -> list[Answer[Any]]:
         """One validated object of ``schema`` (one schema, or one per prompt) per prompt."""
         ...
 
-    def generate_text(
-        self,
-        prompts: Sequence[Prompt],
-        *,
-        return_exceptions: bool = False,
-        with_usage: bool = False,
-    ) -> list[Any]:
+    def generate_text(self, prompts: Sequence[Prompt]) -> list[Answer[str]]:
         """One free-text answer per prompt."""
         ...
 
     def score_labels(
-        self,
-        prompts: Sequence[Prompt],
-        labels: LabelsArg,
-        *,
-        return_exceptions: bool = False,
-        with_usage: bool = False,
-        hidden_state: bool = False,
-    ) -> list[Any]:
+        self, prompts: Sequence[Prompt], labels: LabelsArg, *, hidden_state: bool = False
+    ) -> list[Answer[LabelScores]]:
         """One :class:`LabelScores` per prompt over ``labels`` (one list, or one per prompt).
 
         With ``hidden_state`` each result also carries the hidden state at the verdict's
@@ -257,7 +279,123 @@ class Judge(Protocol):
         ...
 
 
-class JudgeWrapper:
+@dataclass(frozen=True)
+class Request:
+    """One judge call as data: its kind, its prompts and, per prompt, what it asks for.
+
+    The three calls of the protocol become one ``Request`` in :class:`JudgeBase`, so a judge
+    or a wrapper (cache, recorder, replay, fake) implements one method,
+    :meth:`JudgeBase.answer`, instead of restating each call.
+    """
+
+    kind: CallKind
+    prompts: Sequence[Prompt]
+    schemas: Sequence[type[BaseModel]] | None = None
+    """``json``: one schema per prompt."""
+    labels: Sequence[tuple[str, ...]] | None = None
+    """``labels``: one label tuple per prompt."""
+    hidden_state: bool = False
+
+    @classmethod
+    def json(cls, prompts: Sequence[Prompt], schema: SchemaArg) -> Request:
+        """A ``generate_json`` call (one schema, or one per prompt)."""
+        return cls("json", prompts, schemas=schemas_per_prompt(schema, len(prompts)))
+
+    @classmethod
+    def text(cls, prompts: Sequence[Prompt]) -> Request:
+        """A ``generate_text`` call."""
+        return cls("text", prompts)
+
+    @classmethod
+    def label_read(
+        cls, prompts: Sequence[Prompt], labels: LabelsArg, hidden_state: bool = False
+    ) -> Request:
+        """A ``score_labels`` call (one label list, or one per prompt)."""
+        per_prompt = labels_per_prompt(labels, len(prompts))
+        return cls("labels", prompts, labels=per_prompt, hidden_state=hidden_state)
+
+    def __len__(self) -> int:
+        return len(self.prompts)
+
+    def subset(self, indexes: Sequence[int]) -> Request:
+        """The same request for some of its prompts, in the order of ``indexes``."""
+        return replace(
+            self,
+            prompts=[self.prompts[i] for i in indexes],
+            schemas=None if self.schemas is None else [self.schemas[i] for i in indexes],
+            labels=None if self.labels is None else [self.labels[i] for i in indexes],
+        )
+
+    def key_text(self, index: int) -> str | None:
+        """What prompt ``index`` asks for, as it enters cache and replay keys: the schema's
+        JSON text, the label list, or None for free text."""
+        if self.schemas is not None:
+            return schema_text(self.schemas[index])
+        if self.labels is not None:
+            return label_request_text(self.labels[index], self.hidden_state)
+        return None
+
+    def stored(self, value: Any) -> Any:
+        """How a value is stored in caches and recordings (None: not storable)."""
+        if isinstance(value, BaseModel):
+            return value.model_dump_json()
+        if isinstance(value, LabelScores):
+            return value.to_json()
+        return value if isinstance(value, str) else None
+
+    def restore(self, index: int, stored: Any) -> Any:
+        """Prompt ``index``'s value from what :meth:`stored` kept (an error when a stored
+        JSON answer no longer fits its schema)."""
+        if self.schemas is not None:
+            return parse_json_output(stored, self.schemas[index], index=index)
+        if self.labels is not None:
+            return LabelScores.from_json(self.labels[index], stored)
+        return stored
+
+
+class JudgeBase(KeepsCallLog):
+    """The three protocol calls, each turned into a :class:`Request` for :meth:`answer`."""
+
+    def generate_json(self, prompts: Sequence[Prompt], schema: SchemaArg) -> list[Answer[Any]]:
+        """One validated object of ``schema`` (one schema, or one per prompt) per prompt.
+
+        A prompt whose JSON could not be produced gets a :class:`JudgeOutputError` (or a
+        :class:`ContextLengthError`) as its answer's ``error``.
+        """
+        return self.answer(Request.json(prompts, schema))
+
+    def generate_text(self, prompts: Sequence[Prompt]) -> list[Answer[str]]:
+        """One free-text answer per prompt."""
+        return self.answer(Request.text(prompts))
+
+    def score_labels(
+        self, prompts: Sequence[Prompt], labels: LabelsArg, *, hidden_state: bool = False
+    ) -> list[Answer[LabelScores]]:
+        """One :class:`LabelScores` per prompt over ``labels`` (one list, or one per prompt)."""
+        return self.answer(Request.label_read(prompts, labels, hidden_state))
+
+    def answer(self, request: Request) -> list[Answer[Any]]:
+        """One answer per prompt of ``request``, in order (the one method to implement)."""
+        raise NotImplementedError
+
+
+def ask(judge: Judge, request: Request) -> list[Answer[Any]]:
+    """Send ``request`` to any judge: through :meth:`JudgeBase.answer` when it has one,
+    else through the protocol call of the request's kind."""
+    if isinstance(judge, JudgeBase):
+        return judge.answer(request)
+    if request.kind == "json":
+        assert request.schemas is not None
+        return judge.generate_json(request.prompts, request.schemas)
+    if request.kind == "labels":
+        assert request.labels is not None
+        return judge.score_labels(
+            request.prompts, request.labels, hidden_state=request.hidden_state
+        )
+    return judge.generate_text(request.prompts)
+
+
+class JudgeWrapper(JudgeBase):
     """Base of judges that wrap another judge (cache, recorder): same model identity."""
 
     inner: Judge
@@ -271,6 +409,21 @@ class JudgeWrapper:
     def fingerprint(self) -> str:
         """The inner judge's fingerprint."""
         return self.inner.fingerprint
+
+    @property
+    def model_card(self) -> Any:
+        """The inner judge's model card (None when it has none)."""
+        return getattr(self.inner, "model_card", None)
+
+    @property
+    def config(self) -> Any:
+        """The inner judge's configuration (None when it was not built from one)."""
+        return getattr(self.inner, "config", None)
+
+    @property
+    def settings(self) -> Any:
+        """The inner judge's generation settings (None when it has none)."""
+        return getattr(self.inner, "settings", None)
 
 
 def schemas_per_prompt(schema: SchemaArg, count: int) -> list[type[BaseModel]]:
@@ -333,34 +486,5 @@ def labels_per_prompt(labels: LabelsArg, count: int) -> list[tuple[str, ...]]:
 
 def label_request_text(labels: Sequence[str], hidden_state: bool = False) -> str:
     """How a label request enters cache and replay keys (in place of a JSON schema)."""
-    import json
-
     suffix = "+hidden" if hidden_state else ""
     return "labels" + suffix + ":" + json.dumps(list(labels), ensure_ascii=False)
-
-
-def finish(
-    results: list[Any],
-    return_exceptions: bool,
-    usages: Sequence[ItemUsage] | None = None,
-    with_usage: bool = False,
-) -> list[Any]:
-    """Raise the first error unless the caller asked for errors in the list.
-
-    With ``with_usage`` each result is wrapped in an :class:`Answer` with its usage.
-    """
-    if not return_exceptions:
-        for result in results:
-            if isinstance(result, BaseException):
-                raise result
-    if with_usage:
-        usages = usages or [NO_USAGE] * len(results)
-        return [Answer(result, usage) for result, usage in zip(results, usages, strict=True)]
-    return results
-
-
-def unwrap(answers: Sequence[Any]) -> tuple[list[Any], list[ItemUsage]]:
-    """Split answers from a ``with_usage=True`` call into values and usages."""
-    values = [a.value if isinstance(a, Answer) else a for a in answers]
-    usages = [a.usage if isinstance(a, Answer) else NO_USAGE for a in answers]
-    return values, usages

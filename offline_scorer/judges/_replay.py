@@ -14,31 +14,23 @@ from __future__ import annotations
 import json
 import os
 import threading
-from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
-
-from pydantic import BaseModel
+from typing import Any, cast
 
 from offline_scorer._exceptions import DataError, JudgeOutputError, ReplayMissError
 from offline_scorer._files import write_text_atomically
-from offline_scorer.judges._keys import Prompt, request_key, schema_text
+from offline_scorer.judges._keys import Prompt, request_key
 from offline_scorer.judges._protocol import (
+    Answer,
     CallLog,
     ItemUsage,
     Judge,
+    JudgeBase,
     JudgeCall,
     JudgeWrapper,
-    KeepsCallLog,
-    LabelsArg,
-    LabelScores,
-    SchemaArg,
-    finish,
-    label_request_text,
-    labels_per_prompt,
-    parse_json_output,
-    schemas_per_prompt,
-    unwrap,
+    Request,
+    UsageTotals,
+    ask,
 )
 
 FORMAT = "offline-scorer-recording/1"
@@ -65,7 +57,7 @@ def write_json_atomically(path: Path, value: Any) -> None:
     write_text_atomically(path, text)
 
 
-class ReplayJudge(KeepsCallLog):
+class ReplayJudge(JudgeBase):
     """A judge that answers from a recording file and never loads a model.
 
     A request with no recording raises :class:`ReplayMissError` showing the unmatched prompt
@@ -105,55 +97,16 @@ class ReplayJudge(KeepsCallLog):
         """The recorded model's fingerprint."""
         return self._fingerprint
 
-    def generate_json(
-        self,
-        prompts: Sequence[Prompt],
-        schema: SchemaArg,
-        *,
-        return_exceptions: bool = False,
-        with_usage: bool = False,
-    ) -> list[Any]:
-        """Replay one recorded JSON answer per prompt, validated against its schema."""
-        schemas = schemas_per_prompt(schema, len(prompts))
-        results: list[Any] = []
-        for index, (prompt, item_schema) in enumerate(zip(prompts, schemas)):
-            raw = self._lookup(prompt, schema_text(item_schema), index)
-            results.append(
-                raw
-                if isinstance(raw, BaseException)
-                else parse_json_output(raw, item_schema, index=index)
-            )
-        return finish(results, return_exceptions, self._record("json", prompts), with_usage)
-
-    def generate_text(
-        self,
-        prompts: Sequence[Prompt],
-        *,
-        return_exceptions: bool = False,
-        with_usage: bool = False,
-    ) -> list[Any]:
-        """Replay one recorded text answer per prompt."""
-        results = [self._lookup(prompt, None, index) for index, prompt in enumerate(prompts)]
-        return finish(results, return_exceptions, self._record("text", prompts), with_usage)
-
-    def score_labels(
-        self,
-        prompts: Sequence[Prompt],
-        labels: LabelsArg,
-        *,
-        return_exceptions: bool = False,
-        with_usage: bool = False,
-        hidden_state: bool = False,
-    ) -> list[Any]:
-        """Replay one recorded set of label log-probabilities per prompt."""
-        per_prompt = labels_per_prompt(labels, len(prompts))
-        results: list[Any] = []
-        for index, (prompt, item) in enumerate(zip(prompts, per_prompt)):
-            raw = self._lookup(prompt, label_request_text(item, hidden_state), index)
-            results.append(
-                raw if isinstance(raw, BaseException) else LabelScores.from_json(item, raw)
-            )
-        return finish(results, return_exceptions, self._record("labels", prompts), with_usage)
+    def answer(self, request: Request) -> list[Answer[Any]]:
+        """One recorded answer per prompt (JSON validated against its schema)."""
+        usage = ItemUsage(0, 0, 0.0, cached=True)
+        answers = []
+        for index, prompt in enumerate(request.prompts):
+            raw = self._lookup(prompt, request.key_text(index), index)
+            outcome = raw if isinstance(raw, BaseException) else request.restore(index, raw)
+            answers.append(Answer.of(outcome, usage))
+        self._log.add(JudgeCall(request.kind, [usage] * len(answers)))
+        return answers
 
     def _lookup(self, prompt: Prompt, schema: str | None, index: int) -> Any:
         entry = self._entries.get(request_key(self._fingerprint, prompt, schema))
@@ -167,10 +120,14 @@ class ReplayJudge(KeepsCallLog):
             )
         return entry["output"]
 
-    def _record(self, kind: Any, prompts: Sequence[Prompt]) -> list[ItemUsage]:
-        usages = [ItemUsage(0, 0, 0.0, cached=True) for _ in prompts]
-        self._log.add(JudgeCall(kind, usages))
-        return usages
+
+def _shown_request(request: Request, index: int) -> Any:
+    """What a recording shows of a prompt's request: its JSON schema or its labels."""
+    if request.schemas is not None:
+        return request.schemas[index].model_json_schema()
+    if request.labels is not None:
+        return list(request.labels[index])
+    return None
 
 
 def _request_kind(schema: str | None) -> str:
@@ -201,76 +158,25 @@ class RecordingJudge(JudgeWrapper):
         """The inner judge's recent calls."""
         return self.inner.call_log
 
-    def generate_json(
-        self,
-        prompts: Sequence[Prompt],
-        schema: SchemaArg,
-        *,
-        return_exceptions: bool = False,
-        with_usage: bool = False,
-    ) -> list[Any]:
-        """Ask the inner judge, record each raw answer, return its results."""
-        schemas = schemas_per_prompt(schema, len(prompts))
-        answers = self.inner.generate_json(
-            prompts, schemas, return_exceptions=True, with_usage=True
-        )
-        results, usages = unwrap(answers)
-        for prompt, item_schema, result in zip(prompts, schemas, results):
-            if isinstance(result, BaseModel):
-                self._remember(
-                    prompt,
-                    item_schema.model_json_schema(),
-                    schema_text(item_schema),
-                    result.model_dump_json(),
-                )
-            elif isinstance(result, JudgeOutputError) and result.raw_output is not None:
+    @property
+    def usage_totals(self) -> UsageTotals:
+        """The inner judge's totals."""
+        return cast(UsageTotals, getattr(self.inner, "usage_totals", UsageTotals()))
+
+    def answer(self, request: Request) -> list[Answer[Any]]:
+        """Ask the inner judge, record each raw answer, return the answers."""
+        answers = ask(self.inner, request)
+        for index, (prompt, answer) in enumerate(zip(request.prompts, answers, strict=True)):
+            output = request.stored(answer.value) if answer.ok else None
+            if isinstance(answer.error, JudgeOutputError) and answer.error.raw_output is not None:
                 # Record invalid answers too: replaying them reproduces the same failure.
+                output = answer.error.raw_output
+            if output is not None:
                 self._remember(
-                    prompt,
-                    item_schema.model_json_schema(),
-                    schema_text(item_schema),
-                    result.raw_output,
+                    prompt, _shown_request(request, index), request.key_text(index), output
                 )
         self._save()
-        return finish(results, return_exceptions, usages, with_usage)
-
-    def generate_text(
-        self,
-        prompts: Sequence[Prompt],
-        *,
-        return_exceptions: bool = False,
-        with_usage: bool = False,
-    ) -> list[Any]:
-        """Ask the inner judge, record each answer, return them."""
-        answers = self.inner.generate_text(prompts, return_exceptions=True, with_usage=True)
-        results, usages = unwrap(answers)
-        for prompt, result in zip(prompts, results):
-            if isinstance(result, str):
-                self._remember(prompt, None, None, result)
-        self._save()
-        return finish(results, return_exceptions, usages, with_usage)
-
-    def score_labels(
-        self,
-        prompts: Sequence[Prompt],
-        labels: LabelsArg,
-        *,
-        return_exceptions: bool = False,
-        with_usage: bool = False,
-        hidden_state: bool = False,
-    ) -> list[Any]:
-        """Ask the inner judge, record each set of label log-probabilities, return them."""
-        per_prompt = labels_per_prompt(labels, len(prompts))
-        answers = self.inner.score_labels(
-            prompts, per_prompt, return_exceptions=True, with_usage=True, hidden_state=hidden_state
-        )
-        results, usages = unwrap(answers)
-        for prompt, item, result in zip(prompts, per_prompt, results):
-            if isinstance(result, LabelScores):
-                text = label_request_text(item, hidden_state)
-                self._remember(prompt, list(item), text, result.to_json())
-        self._save()
-        return finish(results, return_exceptions, usages, with_usage)
+        return answers
 
     def _remember(self, prompt: Prompt, schema: Any, text: str | None, output: Any) -> None:
         key = request_key(self.inner.fingerprint, prompt, text)

@@ -1,12 +1,21 @@
-"""Generation settings and the user cache folder."""
+"""How a judge is built and how it decodes (:class:`JudgeConfig`, :class:`GenerationSettings`),
+and the user cache folder.
+
+Every default of a judge lives here, once: the model, backend, device, dtype, threads,
+prompts per forward pass (the card's recommendation, else :data:`FALLBACK_BATCH_SIZE`),
+token budgets and the decoder.
+"""
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
+
+from offline_scorer._exceptions import ConfigurationError
+from offline_scorer.judges._cards import DEFAULT_MODEL, FALLBACK_BATCH_SIZE, ModelCard, card_for
 
 Device = Literal["auto", "cpu", "cuda", "mps"]
 DType = Literal["auto", "float32", "bfloat16", "float16"]
@@ -46,8 +55,12 @@ class GenerationSettings(BaseModel):
     max_sentences_text: int | None = Field(
         2, ge=1, description="Stop a free-text answer after this many sentences (None: no limit)."
     )
-    batch_size: int = Field(
-        8, ge=1, le=1024, description="Prompts per forward pass; larger batches use more memory."
+    batch_size: int | None = Field(
+        None,
+        ge=1,
+        le=1024,
+        description="Prompts per forward pass; larger batches use more memory. None: the "
+        f"model card's recommended_batch_size ({FALLBACK_BATCH_SIZE} for a model without one).",
     )
     decoder: Literal["loop", "generate"] = Field(
         "loop",
@@ -66,6 +79,18 @@ class GenerationSettings(BaseModel):
         description="Take tokens the JSON constraint forces without a decode step each (loop only).",
     )
 
+    def for_card(self, card: ModelCard | None) -> GenerationSettings:
+        """These settings with the card's recommendations where none was named."""
+        if self.batch_size is not None:
+            return self
+        size = card.recommended_batch_size if card is not None else FALLBACK_BATCH_SIZE
+        return self.model_copy(update={"batch_size": size})
+
+    @property
+    def prompts_per_pass(self) -> int:
+        """``batch_size`` once resolved (:meth:`for_card`); the fallback before that."""
+        return self.batch_size or FALLBACK_BATCH_SIZE
+
     def cache_key_part(self) -> dict[str, object]:
         """The settings that change what a model answers, for result-cache keys."""
         return {
@@ -76,6 +101,85 @@ class GenerationSettings(BaseModel):
             "max_string_tokens": self.max_string_tokens,
             "max_sentences_text": self.max_sentences_text,
         }
+
+
+LOAD_OPTIONS = ("device", "dtype", "threads", "trust_remote_code", "allow_pickle")
+"""The fields of :class:`JudgeConfig` that choose how weights are loaded."""
+
+
+class JudgeConfig(BaseModel):
+    """How a judge is built: the model, where and how it runs, and how it decodes.
+
+    Built once where the user speaks (the CLI, a scorer factory, the local agent) and passed
+    down whole: the backend table builds the judge from it (:func:`build_judge`), locally
+    and on every Ray actor alike, so every option works on every backend and the scorers'
+    modes resolve against the same model card everywhere. Frozen and hashable: judges are
+    shared per configuration.
+
+    Example:
+        >>> JudgeConfig(model="smollm2-135m-instruct", dtype="float32").load_options["dtype"]
+        'float32'
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    model: str = Field(
+        DEFAULT_MODEL, description="A model card name, a local HF model directory or a .gguf file."
+    )
+    backend: str = Field("transformers", description="A key of the backend table (BACKENDS).")
+    device: Device = Field("auto", description="auto picks CUDA, then Apple MPS, then the CPU.")
+    dtype: DType = Field(
+        "auto", description="auto: bfloat16/float16 on accelerators, float32 on the CPU."
+    )
+    threads: int | None = Field(
+        None, ge=1, description="CPU threads for torch (None: the physical cores)."
+    )
+    trust_remote_code: bool = Field(
+        False, description="Run custom modelling code shipped in a model directory."
+    )
+    allow_pickle: bool = Field(False, description="Accept pickle (.bin/.pt) weights.")
+    generation: GenerationSettings = Field(
+        default_factory=GenerationSettings, description="Token budgets, batch size, decoder."
+    )
+
+    @classmethod
+    def from_options(cls, model: str | JudgeConfig | None = None, **options: Any) -> JudgeConfig:
+        """A configuration from flat keyword options: load options and generation settings.
+
+        Args:
+            model: a model reference, or a configuration to start from.
+            **options: :data:`LOAD_OPTIONS`, ``backend``, and :class:`GenerationSettings`
+                fields (``batch_size``, ``max_new_tokens_json``, ...).
+
+        Raises:
+            ConfigurationError: an unknown option name, or a value out of range.
+        """
+        base = model if isinstance(model, JudgeConfig) else cls(model=model or DEFAULT_MODEL)
+        generation_fields = set(GenerationSettings.model_fields)
+        unknown = set(options) - set(LOAD_OPTIONS) - {"backend"} - generation_fields
+        if unknown:
+            raise ConfigurationError(
+                f"Unknown judge option(s) {sorted(unknown)}; load options are "
+                f"{list(LOAD_OPTIONS)}, plus backend, and generation settings are "
+                f"{sorted(generation_fields)}."
+            )
+        generation = {k: v for k, v in options.items() if k in generation_fields}
+        top = {k: v for k, v in options.items() if k not in generation_fields}
+        try:
+            settings = GenerationSettings(**{**base.generation.model_dump(), **generation})
+            return cls(**{**base.model_dump(exclude={"generation"}), **top}, generation=settings)
+        except ValueError as error:
+            raise ConfigurationError(f"Invalid judge option: {error}") from error
+
+    @property
+    def card(self) -> ModelCard | None:
+        """The model card the model names (None for a directory or file of your own)."""
+        return card_for(self.model)
+
+    @property
+    def load_options(self) -> dict[str, Any]:
+        """The options that choose how weights are loaded, by name."""
+        return {name: getattr(self, name) for name in LOAD_OPTIONS}
 
 
 def cache_dir() -> Path:

@@ -15,17 +15,20 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from jinja2 import FileSystemLoader, StrictUndefined, TemplateNotFound, UndefinedError
+from jinja2.sandbox import SandboxedEnvironment
+
 from offline_scorer._exceptions import ConfigurationError
 from offline_scorer._resources import data_folder
 from offline_scorer.judges._keys import Prompt
 
 LANGUAGES = ("en", "fr")
+DEFAULT_LANGUAGE = LANGUAGES[0]
+"""The language of prompts and reasons when none is named."""
 
 
 @lru_cache(maxsize=8)
 def _environment(folder: str) -> Any:
-    from jinja2 import FileSystemLoader, StrictUndefined
-    from jinja2.sandbox import SandboxedEnvironment
 
     return SandboxedEnvironment(
         loader=FileSystemLoader(folder),
@@ -60,7 +63,6 @@ def render_prompt(
     Raises:
         ConfigurationError: unknown language, or no such template in the folder.
     """
-    from jinja2 import TemplateNotFound, UndefinedError
 
     root = template_folder(folder)
     name = f"{scorer}/{language}/{step}.jinja"

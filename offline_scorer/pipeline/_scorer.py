@@ -9,6 +9,7 @@ moves to the next stage; ``run`` is ``run_batch`` of one run.
 
 from __future__ import annotations
 
+import math
 import os
 import time
 import uuid
@@ -19,11 +20,15 @@ from typing import Any, cast
 from pydantic import BaseModel
 
 from offline_scorer._exceptions import ConfigurationError, ScorerRunError
-from offline_scorer._text import extract_text
+from offline_scorer._text import extract_text, ground_truth_text
+from offline_scorer.judges._factory import LazyJudge
 from offline_scorer.judges._keys import Prompt
-from offline_scorer.judges._protocol import ItemUsage, Judge, unwrap
+from offline_scorer.judges._protocol import ItemUsage, Judge, Request
+from offline_scorer.judges._protocol import ask as ask_judge
+from offline_scorer.judges._settings import JudgeConfig
 from offline_scorer.pipeline import _alternatives
 from offline_scorer.pipeline._alternatives import References
+from offline_scorer.pipeline._prompts import DEFAULT_LANGUAGE, render_prompt
 from offline_scorer.pipeline._results import STEP_ORDER, ScoreResult, StepStats
 from offline_scorer.pipeline._steps import (
     FunctionStep,
@@ -67,7 +72,7 @@ class Scorer:
         judge: Judge | Callable[[], Judge] | None,
         steps: Mapping[str, Step],
         options: BaseModel | None = None,
-        language: str = "en",
+        language: str = DEFAULT_LANGUAGE,
         needs_ground_truth: bool = False,
         references: References | None = None,
     ):
@@ -90,6 +95,16 @@ class Scorer:
                 raise ConfigurationError(f"Scorer '{self.id}' has prompt steps but no judge.")
             self._judge = self._judge_source()  # type: ignore[operator]
         return self._judge
+
+    @property
+    def judge_config(self) -> JudgeConfig | None:
+        """The configuration that rebuilds this scorer's judge (None for a judge that was
+        not built from one, such as a replay or fake judge)."""
+        source = self._judge_source
+        if isinstance(source, LazyJudge):
+            return source.config
+        config = getattr(source, "config", None)
+        return config if isinstance(config, JudgeConfig) else None
 
     def options_dict(self) -> dict[str, Any]:
         """The options this scorer runs with, as a plain dict."""
@@ -228,25 +243,19 @@ class Scorer:
         try:
             judge = self.judge
             if step.labels is not None:
-                answers = judge.score_labels(
-                    prompts, step.labels, return_exceptions=True, with_usage=True
-                )
+                request = Request.label_read(prompts, step.labels)
             elif asking[0].schema is not None:
-                schemas = [ask.schema for ask in asking]
-                answers = judge.generate_json(
-                    prompts,
-                    schemas,  # type: ignore[arg-type]
-                    return_exceptions=True,
-                    with_usage=True,
-                )
+                request = Request.json(prompts, [ask.schema for ask in asking])  # type: ignore[misc]
             else:
-                answers = judge.generate_text(prompts, return_exceptions=True, with_usage=True)
+                request = Request.text(prompts)
+            answers = ask_judge(judge, request)
         except Exception as error:
             for ask in asking:
                 if not ask.state.done:
                     self._fail(name, ask.state, error)
             return
-        values, usages = unwrap(answers)
+        values = [answer.outcome for answer in answers]
+        usages = [answer.usage for answer in answers]
         grouped: dict[int, list[tuple[_Ask, Any, ItemUsage]]] = {}
         for ask, answer, usage in zip(asking, values, usages, strict=True):
             grouped.setdefault(id(ask.state), []).append((ask, answer, usage))
@@ -332,13 +341,13 @@ def create_scorer(
     name: str | None = None,
     description: str = "",
     judge: Judge | Callable[[], Judge] | None = None,
-    model: str | None = None,
+    model: str | JudgeConfig | None = None,
     preprocess: Step | None = None,
     analyze: Step | None = None,
     generate_score: FunctionStep | None = None,
     generate_reason: Step | None = None,
     options: BaseModel | None = None,
-    language: str = "en",
+    language: str = DEFAULT_LANGUAGE,
     needs_ground_truth: bool = False,
     references: References | None = None,
 ) -> Scorer:
@@ -349,7 +358,8 @@ def create_scorer(
         name: a human name (defaults to the id).
         description: what the scorer measures.
         judge: the judge for prompt steps, or a function building it on first use.
-        model: instead of ``judge``, a model reference (card name, HF directory, .gguf);
+        model: instead of ``judge``, a model reference (card name, HF directory, .gguf)
+            or a :class:`JudgeConfig`;
             scorers with the same model share one loaded judge.
         preprocess: optional first step (prompt step or function).
         analyze: optional second step (prompt step or function).
@@ -393,10 +403,7 @@ def create_scorer(
     if model is not None:
         if judge is not None:
             raise ConfigurationError(f"Scorer '{id}': pass either judge= or model=, not both.")
-        from offline_scorer.judges._factory import shared_judge
-
-        reference = model
-        judge = lambda: shared_judge(reference)  # noqa: E731 - built on first use
+        judge = LazyJudge(JudgeConfig.from_options(model))
     if judge is None and any(isinstance(s, PromptStep) for s in steps.values()):
         raise ConfigurationError(
             f"Scorer '{id}' has prompt steps but no judge; pass judge= (a Judge, e.g. "
@@ -427,8 +434,6 @@ def template_prompt(
         >>> step = PromptStep(template_prompt("tone", "analyze", folder="my_prompts"),
         ...                   schema=ToneVerdict)  # doctest: +SKIP
     """
-    from offline_scorer._text import ground_truth_text
-    from offline_scorer.pipeline._prompts import render_prompt
 
     def render(ctx: StepContext) -> Prompt:
         variables = {
@@ -461,7 +466,6 @@ def _plain(answer: Any) -> Any:
 
 
 def _check_score(value: Any) -> float:
-    import math
 
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise TypeError(f"generate_score must return a number, got {type(value).__name__}.")

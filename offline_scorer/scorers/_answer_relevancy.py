@@ -17,36 +17,26 @@ from collections.abc import Mapping, Sequence
 from functools import lru_cache
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, create_model
+from pydantic import BaseModel, Field, create_model
 
-from offline_scorer.judges._protocol import Judge
+from offline_scorer.judges.embeddings import shared_embedder
 from offline_scorer.pipeline._prompts import render_prompt
-from offline_scorer.pipeline._scorer import Scorer, create_scorer
 from offline_scorer.pipeline._steps import Parts, PromptStep, Skip, StepContext
+from offline_scorer.scorers._build import ScorerDefinition, scorer_factory
 from offline_scorer.scorers._common import (
     REASON_TEXT_CHARS,
     REASON_UNIT_CHARS,
     FiniteFloat,
-    build_options,
     clip,
     format_score,
     item_limit,
-    judge_source,
     round_half_up,
     split_text,
     text_item,
     unique_in_order,
 )
-from offline_scorer.scorers._display import relevancy_tables
 from offline_scorer.scorers._facts import keep_facts
-from offline_scorer.scorers._modes import (
-    ExtractionMode,
-    Modes,
-    ScoringMode,
-    VerdictsMode,
-    resolve_modes,
-)
-from offline_scorer.scorers._registry import ScorerInfo, register_scorer
+from offline_scorer.scorers._modes import ModeOptions, Modes
 from offline_scorer.scorers._split import split_answer
 from offline_scorer.scorers._summaries import relevancy_summary
 from offline_scorer.scorers._verdicts import (
@@ -64,10 +54,8 @@ MAX_STATEMENTS = 16
 VERDICTS = ("yes", "unsure", "no")
 
 
-class AnswerRelevancyOptions(BaseModel):
+class AnswerRelevancyOptions(ModeOptions):
     """Options of the answer relevancy scorer (unknown names are rejected)."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     uncertainty_weight: FiniteFloat = Field(
         0.3, ge=0, le=1, description="Weight of an 'unsure' verdict, between 0 and 1."
@@ -75,27 +63,11 @@ class AnswerRelevancyOptions(BaseModel):
     scale: FiniteFloat = Field(1, gt=0, description="The maximum score.")
     split_long_answers: bool = Field(
         False,
-        description="Split answers longer than chunk_chars into chunks for the preprocess "
-        "step (and statement lists for the analyze step) instead of failing when they do "
-        "not fit the model's context window.",
+        description="Split answers longer than chunk_chars into chunks at sentence ends for "
+        "the preprocess step (and long statement lists into groups for the analyze step) "
+        "instead of failing when they do not fit the model's context window.",
     )
     chunk_chars: int = Field(3000, ge=50, description="Chunk size, in characters.")
-    verdicts: VerdictsMode = Field(
-        "auto",
-        description="read (verdict probabilities from the card's fitted verdict model, or "
-        "the judge's label probabilities), generate (the judge writes each verdict and "
-        "reason), or auto (read when the card ships a verdict model).",
-    )
-    scoring: ScoringMode = Field(
-        "auto",
-        description="hard (the formula over the most probable labels), expected (the "
-        "formula over the label probabilities), or auto (the card's choice, else hard).",
-    )
-    extraction: ExtractionMode = Field(
-        "auto",
-        description="model (the judge lists the statements), split (a sentence splitter "
-        "does), or auto (the card's choice).",
-    )
 
 
 class Verdict(BaseModel):
@@ -284,7 +256,6 @@ def _read_with(models: VerdictModels) -> Any:
         statements = ctx.preprocess_result["statements"]
         if not statements:
             return {"results": []}
-        from offline_scorer.judges.embeddings import shared_embedder
 
         evidence = relevancy_evidence(
             shared_embedder(models.embedder), ctx.input_text, statements, ctx.output_text
@@ -350,80 +321,6 @@ def _render_reason(ctx: StepContext) -> Any:
     return render_prompt(TEMPLATES, ctx.language, "reason", variables)
 
 
-def create_answer_relevancy_scorer(
-    *,
-    model: str | None = None,
-    judge: Judge | None = None,
-    uncertainty_weight: float = 0.3,
-    scale: float = 1,
-    language: str = "en",
-    split_long_answers: bool = False,
-    chunk_chars: int = 3000,
-    verdicts: VerdictsMode = "auto",
-    scoring: ScoringMode = "auto",
-    extraction: ExtractionMode = "auto",
-    **judge_settings: Any,
-) -> Scorer:
-    """Build the answer relevancy scorer.
-
-    Args:
-        model: a model card name, HF model directory or .gguf file (default: the embedded
-            model). Scorers built with the same model share one loaded judge.
-        judge: a ready judge instead of ``model`` (e.g. a ReplayJudge in tests).
-        uncertainty_weight: weight of ``unsure`` verdicts (0..1).
-        scale: the maximum score (> 0).
-        language: prompt and reason language, ``en`` or ``fr``.
-        split_long_answers: an answer that does not fit the model's context window fails
-            its run with a clear error by default; with True it is split into chunks of
-            ``chunk_chars`` characters at sentence ends for the preprocess step, the
-            statements are merged, and long statement lists are judged in groups.
-        chunk_chars: the chunk size when splitting (at least 50).
-        verdicts: ``read``, ``generate`` or ``auto`` (see ``scorers/_modes.py``; ``auto``
-            reads from the card's fitted verdict model when it has one).
-        scoring: ``hard``, ``expected`` or ``auto`` (the card's choice).
-        extraction: ``model``, ``split`` or ``auto`` (the card's choice).
-        **judge_settings: passed to the judge built for ``model`` (device, dtype, batch_size,
-            max_new_tokens_json, max_new_tokens_text, ...).
-
-    Raises:
-        ValueError: an option is out of range (the message names it).
-
-    Example:
-        >>> scorer = create_answer_relevancy_scorer()  # doctest: +SKIP
-        >>> scorer.run(input="Capital of France?", output="Paris.").score  # doctest: +SKIP
-        1.0
-    """
-    values = {
-        "uncertainty_weight": uncertainty_weight,
-        "scale": scale,
-        "split_long_answers": split_long_answers,
-        "chunk_chars": chunk_chars,
-        "verdicts": verdicts,
-        "scoring": scoring,
-        "extraction": extraction,
-    }
-    build_options(AnswerRelevancyOptions, SCORER_ID, values)
-    from offline_scorer.pipeline._prompts import check_language
-
-    check_language(language)
-    modes = resolve_modes("relevancy", judge, model, verdicts, scoring, extraction)
-    values.update(verdicts=modes.verdicts, scoring=modes.scoring, extraction=modes.extraction)
-    options = build_options(AnswerRelevancyOptions, SCORER_ID, values)
-    preprocess, analyze = _steps(modes)
-    return create_scorer(
-        id=SCORER_ID,
-        name="Answer Relevancy",
-        description="How well the answer addresses the question: completeness and focus.",
-        judge=judge_source(judge, model, judge_settings),
-        preprocess=preprocess,
-        analyze=analyze,
-        generate_score=_score,
-        generate_reason=PromptStep(_render_reason),
-        options=options,
-        language=language,
-    )
-
-
 def _steps(modes: Modes) -> tuple[Any, Any]:
     """The preprocess and analyze steps for the resolved modes."""
     preprocess: Any = (
@@ -450,12 +347,22 @@ def _steps(modes: Modes) -> tuple[Any, Any]:
     return preprocess, analyze
 
 
-register_scorer(
-    ScorerInfo(
-        id=SCORER_ID,
-        short_id="answer-relevancy",
-        factory=create_answer_relevancy_scorer,
-        options=AnswerRelevancyOptions,
-        display=relevancy_tables,
-    )
+RELEVANCY = ScorerDefinition(
+    id=SCORER_ID,
+    name="Answer Relevancy",
+    description="How well the answer addresses the question: completeness and focus.",
+    kind="relevancy",
+    options=AnswerRelevancyOptions,
+    steps=_steps,
+    score=_score,
+    reason=_render_reason,
+    summary="""Build the answer relevancy scorer.
+
+    Example:
+        >>> scorer = create_answer_relevancy_scorer()  # doctest: +SKIP
+        >>> scorer.run(input="Capital of France?", output="Paris.").score  # doctest: +SKIP
+        1.0
+    """,
 )
+
+create_answer_relevancy_scorer = scorer_factory(RELEVANCY, "create_answer_relevancy_scorer")

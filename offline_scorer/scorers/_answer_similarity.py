@@ -17,38 +17,27 @@ from __future__ import annotations
 from functools import lru_cache, partial
 from typing import Any, Literal, Optional
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, Field
 from pydantic import create_model as _create_model
 
 from offline_scorer._exceptions import ConfigurationError
 from offline_scorer._text import ground_truth_text
-from offline_scorer.judges._protocol import Judge
-from offline_scorer.pipeline._prompts import check_language, render_prompt
-from offline_scorer.pipeline._scorer import Scorer, create_scorer
+from offline_scorer.pipeline._prompts import render_prompt
 from offline_scorer.pipeline._steps import PromptStep, Skip, StepContext
+from offline_scorer.scorers._build import ScorerDefinition, scorer_factory
 from offline_scorer.scorers._common import (
     REASON_TEXT_CHARS,
     REASON_UNIT_CHARS,
     FiniteFloat,
-    build_options,
     clip,
     format_score,
     item_limit,
-    judge_source,
     reference_alternatives,
     text_item,
     unique_in_order,
 )
-from offline_scorer.scorers._display import similarity_tables
 from offline_scorer.scorers._facts import keep_facts
-from offline_scorer.scorers._modes import (
-    ExtractionMode,
-    Modes,
-    ScoringMode,
-    VerdictsMode,
-    resolve_modes,
-)
-from offline_scorer.scorers._registry import ScorerInfo, register_scorer
+from offline_scorer.scorers._modes import ModeOptions, Modes
 from offline_scorer.scorers._similarity_read import read_with, render_label_reads
 from offline_scorer.scorers._similarity_score import (
     expected_similarity_score,
@@ -72,33 +61,34 @@ NO_GROUND_TRUTH_REASON = {
 }
 
 
-class AnswerSimilarityOptions(BaseModel):
+class AnswerSimilarityOptions(ModeOptions):
     """Options of the answer similarity scorer (unknown names are rejected)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    require_ground_truth: bool = True
-    semantic_threshold: FiniteFloat = Field(0.8, ge=0, description="Points for a semantic match.")
+    require_ground_truth: bool = Field(
+        True,
+        description="Fail runs without a ground truth (False: score them 0 without any "
+        "model call).",
+    )
+    semantic_threshold: FiniteFloat = Field(
+        0.8, ge=0, description="Points for a semantic match (a partial match gets half)."
+    )
     exact_match_bonus: FiniteFloat = Field(
         0.2, ge=0, description="Extra points for an exact match."
     )
-    missing_penalty: FiniteFloat = Field(0.15, ge=0, description="Points lost per missing unit.")
-    contradiction_penalty: FiniteFloat = Field(1.0, ge=0, description="Lost per contradiction.")
+    missing_penalty: FiniteFloat = Field(
+        0.15, ge=0, description="Points lost per missing ground-truth unit."
+    )
+    contradiction_penalty: FiniteFloat = Field(
+        1.0, ge=0, description="Score lost per contradiction (1.0: any contradiction gives 0)."
+    )
     extra_info_penalty: FiniteFloat = Field(
-        0.05, ge=0, description="Lost per extra unit (max 0.2)."
+        0.05, ge=0, description="Score lost per extra answer unit, at most 0.2 in total."
     )
     scale: FiniteFloat = Field(1, gt=0, description="The maximum score.")
-    verdicts: VerdictsMode = Field(
-        "auto", description="read, generate or auto (read when the card has a verdict model)."
-    )
-    scoring: ScoringMode = Field(
-        "auto", description="hard, expected or auto (the card's choice, else hard)."
-    )
-    extraction: ExtractionMode = Field(
-        "auto", description="model, split or auto (the card's choice)."
-    )
     split_alternatives: bool = Field(
-        True, description="Read one short reference with ' | ' or ' / ' as alternatives."
+        True,
+        description="Also read one short reference string with ' | ' or ' / ' between its "
+        "parts ('Paris / City of Light') as a list of alternatives.",
     )
 
     def points(self) -> dict[str, float]:
@@ -381,89 +371,6 @@ def _clipped_analysis(analysis: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def create_answer_similarity_scorer(
-    *,
-    model: str | None = None,
-    judge: Judge | None = None,
-    require_ground_truth: bool = True,
-    semantic_threshold: float = 0.8,
-    exact_match_bonus: float = 0.2,
-    missing_penalty: float = 0.15,
-    contradiction_penalty: float = 1.0,
-    extra_info_penalty: float = 0.05,
-    scale: float = 1,
-    language: str = "en",
-    verdicts: VerdictsMode = "auto",
-    scoring: ScoringMode = "auto",
-    extraction: ExtractionMode = "auto",
-    split_alternatives: bool = True,
-    **judge_settings: Any,
-) -> Scorer:
-    """Build the answer similarity scorer.
-
-    A run whose ground truth is a list of accepted answers is scored against each and keeps
-    the best (a deviation from the reference, which takes one string); its result names the
-    winner (``reference_index``) and every reference's outcome (``references``).
-
-    Args:
-        model: a model card name, HF model directory or .gguf file (default: the embedded
-            model). Scorers built with the same model share one loaded judge.
-        judge: a ready judge instead of ``model``.
-        require_ground_truth: fail runs without a ground truth (else score them 0 without
-            any model call).
-        semantic_threshold: points for a semantic match (a partial match gets half).
-        exact_match_bonus: extra points for an exact match.
-        missing_penalty: points lost per missing ground-truth unit.
-        contradiction_penalty: score lost per contradiction (1.0: any contradiction gives 0).
-        extra_info_penalty: score lost per extra answer unit, at most 0.2 in total.
-        scale: the maximum score (> 0).
-        language: prompt and reason language, ``en`` or ``fr``.
-        verdicts: ``read``, ``generate`` or ``auto`` (see ``scorers/_modes.py``; ``auto``
-            reads from the card's fitted verdict model when it has one).
-        scoring: ``hard``, ``expected`` or ``auto`` (the card's choice).
-        extraction: ``model``, ``split`` or ``auto`` (the card's choice).
-        split_alternatives: also treat one short reference string with `` | `` or `` / ``
-            between its parts ("Paris / City of Light") as a list of alternatives.
-        **judge_settings: passed to the judge built for ``model``.
-
-    Raises:
-        ValueError: an option is negative, not finite, or ``scale`` is not positive.
-    """
-    values: dict[str, Any] = {
-        "require_ground_truth": require_ground_truth,
-        "semantic_threshold": semantic_threshold,
-        "exact_match_bonus": exact_match_bonus,
-        "missing_penalty": missing_penalty,
-        "contradiction_penalty": contradiction_penalty,
-        "extra_info_penalty": extra_info_penalty,
-        "scale": scale,
-        "verdicts": verdicts,
-        "scoring": scoring,
-        "extraction": extraction,
-        "split_alternatives": split_alternatives,
-    }
-    build_options(AnswerSimilarityOptions, SCORER_ID, values)
-    check_language(language)
-    modes = resolve_modes("similarity", judge, model, verdicts, scoring, extraction)
-    values.update(verdicts=modes.verdicts, scoring=modes.scoring, extraction=modes.extraction)
-    options = build_options(AnswerSimilarityOptions, SCORER_ID, values)
-    preprocess, analyze = _steps(modes)
-    return create_scorer(
-        id=SCORER_ID,
-        name="Answer Similarity",
-        description="How closely the answer matches a ground-truth reference answer.",
-        judge=judge_source(judge, model, judge_settings),
-        preprocess=preprocess,
-        analyze=analyze,
-        generate_score=_score,
-        generate_reason=PromptStep(_render_reason),
-        options=options,
-        language=language,
-        needs_ground_truth=require_ground_truth,
-        references=partial(reference_alternatives, split_strings=split_alternatives),
-    )
-
-
 def _steps(modes: Modes) -> tuple[Any, Any]:
     """The preprocess and analyze steps for the resolved modes."""
     preprocess: Any = (
@@ -482,12 +389,25 @@ def _steps(modes: Modes) -> tuple[Any, Any]:
     return preprocess, analyze
 
 
-register_scorer(
-    ScorerInfo(
-        id=SCORER_ID,
-        short_id="answer-similarity",
-        factory=create_answer_similarity_scorer,
-        options=AnswerSimilarityOptions,
-        display=similarity_tables,
-    )
+SIMILARITY = ScorerDefinition(
+    id=SCORER_ID,
+    name="Answer Similarity",
+    description="How closely the answer matches a ground-truth reference answer.",
+    kind="similarity",
+    options=AnswerSimilarityOptions,
+    steps=_steps,
+    score=_score,
+    reason=_render_reason,
+    summary="""Build the answer similarity scorer.
+
+    A run whose ground truth is a list of accepted answers is scored against each and keeps
+    the best (a deviation from the reference, which takes one string); its result names the
+    winner (``reference_index``) and every reference's outcome (``references``).
+    """,
+    needs_ground_truth=lambda options: bool(options.require_ground_truth),
+    references=lambda options: partial(
+        reference_alternatives, split_strings=options.split_alternatives
+    ),
 )
+
+create_answer_similarity_scorer = scorer_factory(SIMILARITY, "create_answer_similarity_scorer")

@@ -4,12 +4,9 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable
 from typing import Annotated, Any
 
-from pydantic import AfterValidator
-
-from offline_scorer.judges._protocol import Judge
+from pydantic import AfterValidator, StringConstraints
 
 
 def _check_finite(value: float) -> float:
@@ -32,43 +29,9 @@ def round_half_up(value: float) -> float:
     return math.floor((value + 2.220446049250313e-16) * 100 + 0.5) / 100
 
 
-def judge_source(
-    judge: Judge | None,
-    model: str | None,
-    settings_kwargs: dict[str, Any],
-) -> Judge | Callable[[], Judge]:
-    """The judge to use: the one given, or a shared judge for ``model`` built on first use."""
-    if judge is not None:
-        if model is not None:
-            from offline_scorer._exceptions import ConfigurationError
-
-            raise ConfigurationError("Pass either judge= or model=, not both.")
-        return judge
-    from offline_scorer.judges._factory import shared_judge
-
-    reference = model or "smollm2-135m-instruct"
-    return lambda: shared_judge(reference, **settings_kwargs)
-
-
 def format_score(score: float) -> str:
     """A score as the reference writes it in reasons: no trailing zeros."""
     return f"{score:.2f}".rstrip("0").rstrip(".")
-
-
-def build_options(options_class: type[Any], scorer_id: str, values: dict[str, Any]) -> Any:
-    """Validate options; a bad one raises ConfigurationError (a ValueError) naming it."""
-    from pydantic import ValidationError
-
-    from offline_scorer._exceptions import ConfigurationError
-
-    try:
-        return options_class(**values)
-    except ValidationError as error:
-        problems = "; ".join(
-            f"{'.'.join(str(p) for p in issue['loc'])}={issue.get('input')!r}: {issue['msg']}"
-            for issue in error.errors()
-        )
-        raise ConfigurationError(f"Invalid option for {scorer_id}: {problems}") from None
 
 
 def item_limit(text: str, ceiling: int) -> int:
@@ -78,8 +41,6 @@ def item_limit(text: str, ceiling: int) -> int:
     asked for a list tends to fill it with repeats until its budget runs out; a bound that
     follows the text's length keeps lists honest and generation short.
     """
-    import re
-
     sentences = [part for part in re.split(r"[.!?;\n]+", text) if part.strip()]
     words = len(text.split())
     return max(1, min(ceiling, 2 * max(1, len(sentences)), max(1, words)))
@@ -91,8 +52,6 @@ def split_text(text: str, max_chars: int) -> list[str]:
     A sentence longer than ``max_chars`` is cut at the last space before the limit (or at
     the limit when it has none). Joining the chunks with spaces gives back the words.
     """
-    import re
-
     chunks: list[str] = []
     current = ""
     for sentence in re.split(r"(?<=[.!?])\s+", text.strip()):
@@ -132,10 +91,6 @@ def text_item(*sources: str) -> Any:
     An underscore is allowed only when the source text has one: inside JSON lists a small
     model drifts into snake_case identifiers ("water_boils_at_100") that no answer contained.
     """
-    from typing import Annotated
-
-    from pydantic import StringConstraints
-
     banned = "" if any("_" in source for source in sources) else "_"
     pattern = rf'^([^{banned}"\\\x00-\x1f]|\\["\\/])+$'
     return Annotated[str, StringConstraints(pattern=pattern)]

@@ -17,10 +17,12 @@ Three options, each ``auto`` by default and resolved from the judge's model card
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
 
 from offline_scorer._exceptions import ConfigurationError
-from offline_scorer.judges._cards import DEFAULT_MODEL, ModelCard, card_for
+from offline_scorer.judges._cards import ModelCard
 from offline_scorer.scorers._verdicts import VerdictModels, load_verdict_models
 
 VerdictsMode = Literal["auto", "read", "generate"]
@@ -39,54 +41,60 @@ class Modes:
     """Fitted verdict models (``verdicts="read"`` on a card that ships them), else None."""
 
 
-def judge_card(judge: Any, model: str | None) -> ModelCard | None:
-    """The model card behind a judge (following wrappers such as the result cache)."""
-    if judge is None:
-        return card_for(model or DEFAULT_MODEL)
-    seen = 0
-    while judge is not None and seen < 8:
-        card = getattr(judge, "model_card", None)
-        if isinstance(card, ModelCard):
-            return card
-        judge = getattr(judge, "inner", None)
-        seen += 1
-    return None
+class ModeOptions(BaseModel):
+    """The three mode options every built-in scorer has (see the module docstring)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    verdicts: VerdictsMode = Field(
+        "auto",
+        description="read (verdict probabilities from the card's fitted verdict model, or "
+        "the judge's label probabilities), generate (the judge writes each verdict and its "
+        "reason), or auto (read when the card ships a verdict model).",
+    )
+    scoring: ScoringMode = Field(
+        "auto",
+        description="hard (the formula over the most probable labels), expected (the "
+        "formula over the label probabilities), or auto (the card's choice, else hard).",
+    )
+    extraction: ExtractionMode = Field(
+        "auto",
+        description="model (the judge lists statements and units), split (a sentence "
+        "splitter does), or auto (the card's choice).",
+    )
 
 
-def resolve_modes(
-    scorer: str,
-    judge: Any,
-    model: str | None,
-    verdicts: str,
-    scoring: str,
-    extraction: str,
-) -> Modes:
+def resolve_modes(scorer: str, card: ModelCard | None, options: ModeOptions) -> Modes:
     """Resolve ``auto`` options against the judge's card (see the module docstring).
 
-    The values are checked by the scorer's options model before this is called.
+    Args:
+        scorer: ``relevancy`` or ``similarity`` (which verdict model to read).
+        card: the judge's model card (None: a model of your own, a replay or fake judge).
+        options: the scorer's validated options.
 
     Raises:
         ConfigurationError: ``scoring="expected"`` with generated verdicts (they carry no
             probabilities).
     """
-    card = judge_card(judge, model)
     fitted = card is not None and card.verdicts is not None
     verdicts_mode: Literal["read", "generate"] = (
-        ("read" if fitted else "generate") if verdicts == "auto" else verdicts  # type: ignore[assignment]
+        ("read" if fitted else "generate") if options.verdicts == "auto" else options.verdicts
     )
     models = load_verdict_models(card) if verdicts_mode == "read" and card else None
-    if scoring == "auto":
+    if options.scoring == "auto":
         scoring_mode: Literal["hard", "expected"] = (
             models.default_scoring(scorer) if models else "hard"
         )
     else:
-        scoring_mode = scoring  # type: ignore[assignment]
+        scoring_mode = options.scoring
     if scoring_mode == "expected" and verdicts_mode == "generate":
         raise ConfigurationError(
             f"scoring='expected' needs verdict probabilities, and verdicts='generate' has "
             f"none: use verdicts='read' (or scoring='hard') for the {scorer} scorer."
         )
     extraction_mode: Literal["model", "split"] = (
-        (card.extraction if card else "model") if extraction == "auto" else extraction  # type: ignore[assignment]
+        (card.extraction if card else "model")
+        if options.extraction == "auto"
+        else options.extraction
     )
     return Modes(verdicts_mode, scoring_mode, extraction_mode, models)

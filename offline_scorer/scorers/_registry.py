@@ -1,4 +1,4 @@
-"""Built-in scorers by id: each scorer module registers itself here.
+"""Built-in scorers by id: one table, above the scorer modules (which know nothing of it).
 
 A registration says what the rest of the package needs to know about a scorer without
 testing its id by string: how to build it, and whether its runs need a ground truth.
@@ -11,6 +11,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from offline_scorer._exceptions import UnknownScorerError
+from offline_scorer.scorers._answer_relevancy import RELEVANCY, create_answer_relevancy_scorer
+from offline_scorer.scorers._answer_similarity import SIMILARITY, create_answer_similarity_scorer
+from offline_scorer.scorers._display import relevancy_tables, similarity_tables
 
 if TYPE_CHECKING:
     from offline_scorer.pipeline._results import ScoreResult
@@ -33,29 +36,35 @@ class ScorerInfo:
     """Turns a run's step results into tables for reports (None: reports show them as JSON)."""
 
 
-_SCORERS: dict[str, ScorerInfo] = {}
-
-
-def register_scorer(info: ScorerInfo) -> None:
-    """Make a scorer buildable by id (called by each built-in scorer module)."""
-    _SCORERS[info.short_id] = info
-
-
-def _registered() -> dict[str, ScorerInfo]:
-    # Importing the package imports every built-in scorer module, which registers it.
-    import offline_scorer.scorers  # noqa: F401
-
-    return _SCORERS
+_SCORERS: dict[str, ScorerInfo] = {
+    info.short_id: info
+    for info in (
+        ScorerInfo(
+            id=RELEVANCY.id,
+            short_id="answer-relevancy",
+            factory=create_answer_relevancy_scorer,
+            options=RELEVANCY.options,
+            display=relevancy_tables,
+        ),
+        ScorerInfo(
+            id=SIMILARITY.id,
+            short_id="answer-similarity",
+            factory=create_answer_similarity_scorer,
+            options=SIMILARITY.options,
+            display=similarity_tables,
+        ),
+    )
+}
 
 
 def scorer_info(scorer_id: str) -> ScorerInfo | None:
     """The registration of a built-in scorer id (short or full), or None."""
-    return _registered().get(scorer_id.removesuffix("-scorer"))
+    return _SCORERS.get(scorer_id.removesuffix("-scorer"))
 
 
 def scorer_ids() -> list[str]:
     """The ids of the built-in scorers (``answer-relevancy``, ``answer-similarity``)."""
-    return sorted(_registered())
+    return sorted(_SCORERS)
 
 
 def get_scorer(scorer_id: str, **options: Any) -> Any:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from offline_scorer._text import ground_truth_text
+from offline_scorer.judges.embeddings import shared_embedder
 from offline_scorer.pipeline._prompts import render_prompt
 from offline_scorer.pipeline._steps import Parts, Skip, StepContext
 from offline_scorer.scorers._features import token_f1
@@ -35,8 +36,6 @@ def read_with(models: VerdictModels) -> Any:
             return {"matches": [], "extra_in_output": [], "contradictions": []}
         table: list[list[dict[str, float]]] = [[] for _ in references]
         if answers:
-            from offline_scorer.judges.embeddings import shared_embedder
-
             evidence = similarity_evidence(
                 shared_embedder(models.embedder),
                 [aliases_of(unit) or [unit] for unit in references],

@@ -6,7 +6,7 @@ them: for each verdict (relevancy: question x statement; similarity: reference u
 answer unit) the evidence - lexical overlap and containment, number and negation
 mismatches, answer type, sentence-embedding cosines of the pair and of the whole texts -
 goes through a multinomial logistic regression fitted on labelled data
-(``benchmarks/fit_verdicts.py``, on ``../shared/train-data/`` only). The result is one
+(``tools/fit_verdicts.py``, on ``../shared/train-data/`` only). The result is one
 probability per label; the hard verdict is the most probable label.
 
 The fitted parameters are a JSON file next to the model card (never pickle), checked
@@ -155,7 +155,7 @@ def _load(card_name: str, file: str, expected_sha256: str) -> VerdictModels:
             f"The verdict models of model card '{card_name}' ({path}) do not match the "
             f"sha256 in the card (found {digest[:16]}..., expected {expected_sha256[:16]}...): "
             "the file was changed or damaged. Reinstall offline-scorer, or rerun "
-            "benchmarks/fit_verdicts.py and update the card's sha256."
+            "tools/fit_verdicts.py and update the card's sha256."
         )
     try:
         models = VerdictModelSet.model_validate(json.loads(data.decode("utf-8")))

@@ -21,6 +21,7 @@ from offline_scorer import (
     create_answer_relevancy_scorer,
     run_evals,
 )
+from offline_scorer.judges import outcomes, values
 from offline_scorer.testing import FakeJudge
 
 # ----------------------------------------------------------------- out of memory (real model)
@@ -79,10 +80,10 @@ def test_out_of_memory_splits_the_batch_and_loses_nothing(
 ) -> None:
     """A sub-batch that runs out of memory is retried in halves, down to what fits."""
     prompts = [prompt(item) for item in ITEMS]
-    expected = judge.generate_json(prompts, Food)
+    expected = values(judge.generate_json(prompts, Food))
     sizes = generate_sizes(2)
     flaky = TransformersJudge(judge.load(), settings=GenerationSettings(batch_size=8))
-    assert flaky.generate_json(prompts, Food) == expected
+    assert values(flaky.generate_json(prompts, Food)) == expected
     assert sizes == [5, 2, 3, 1, 2]  # halves, down to what fits
 
 
@@ -93,9 +94,7 @@ def test_out_of_memory_even_alone_fails_each_item_clearly(
     """When even one prompt does not fit, every prompt fails with a message that says so."""
     sizes = generate_sizes(0)
     hopeless = TransformersJudge(judge.load(), settings=GenerationSettings(batch_size=8))
-    results = hopeless.generate_json(
-        [prompt("banana"), prompt("carrot")], Food, return_exceptions=True
-    )
+    results = outcomes(hopeless.generate_json([prompt("banana"), prompt("carrot")], Food))
     assert all(isinstance(r, JudgeOutputError) and "even alone" in str(r) for r in results)
     assert sorted(sizes) == [1, 1, 2]
 

@@ -13,12 +13,15 @@ from offline_scorer.evals.ray._cluster import forwarded_env, import_ray
 from offline_scorer.evals.ray._options import ActorPlan, RayOptions
 from offline_scorer.evals.ray._results import flat_row, rows_table
 from offline_scorer.evals.ray._source import RaySource, checked_items
+from offline_scorer.judges._cache import CachedJudge
+from offline_scorer.judges._cards import resolve_model
+from offline_scorer.judges._factory import build_judge
+from offline_scorer.judges._protocol import Judge
+from offline_scorer.judges._settings import JudgeConfig
+from offline_scorer.scorers._registry import get_scorer
 
 if TYPE_CHECKING:
     import pyarrow
-
-    from offline_scorer.judges._cache import CachedJudge
-    from offline_scorer.judges._protocol import Judge
 
 
 def worker_name() -> str:
@@ -32,29 +35,21 @@ def worker_name() -> str:
     return f"{socket.gethostname()} (Ray node {node[:12]})"
 
 
-def load_actor_judge(plan: ActorPlan) -> Judge:
-    """Load the plan's model in this worker, or fail naming the worker and the reference.
+def load_actor_judge(config: JudgeConfig) -> Judge:
+    """Build and load the run's judge in this worker, or fail naming the worker and model.
 
     Raises:
         ModelLoadError: the model reference does not resolve (or load) on this worker.
     """
-    from offline_scorer.judges._cards import resolve_model
-    from offline_scorer.judges._settings import GenerationSettings
-    from offline_scorer.judges.transformers._judge import TransformersJudge
-
     try:
-        resolve_model(plan.model)
-        judge = TransformersJudge(
-            plan.model,
-            settings=GenerationSettings(**plan.judge_settings),
-            device=plan.device,
-            dtype=plan.dtype,
-            threads=plan.threads,
-        )
-        judge.load()
+        resolve_model(config.model)
+        judge = build_judge(config)
+        load = getattr(judge, "load", None)
+        if load is not None:
+            load()  # now, so that a worker without the model fails before any batch
     except (UnknownModelError, ModelLoadError) as error:
         raise ModelLoadError(
-            f"Ray worker {worker_name()}: the model '{plan.model}' does not resolve here: "
+            f"Ray worker {worker_name()}: the model '{config.model}' does not resolve here: "
             f"{error} Every worker must see the same model: put the weights at the same "
             "path on every node (a shared filesystem) or install the same model package "
             "on every node."
@@ -68,12 +63,13 @@ class ScoringActor:
     def __init__(self, plan: ActorPlan):
         import torch
 
-        from offline_scorer.judges._cache import CachedJudge
-        from offline_scorer.scorers._registry import get_scorer
-
         # As many torch threads as CPUs reserved: more would fight the other actors.
         torch.set_num_threads(plan.threads)
-        judge = plan.judge_factory() if plan.judge_factory else load_actor_judge(plan)
+        if plan.judge is not None:
+            judge = load_actor_judge(plan.judge)
+        else:
+            assert plan.judge_factory is not None
+            judge = plan.judge_factory()
         # Every actor opens the same sqlite file: its write-ahead log and busy timeout let
         # several processes read and write it at once.
         self._cached: CachedJudge | None = CachedJudge(judge, plan.cache) if plan.cache else None

@@ -3,32 +3,24 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
-from offline_scorer._exceptions import ConfigurationError
+from offline_scorer.evals._config import RunConfig
 from offline_scorer.evals._core import (
     Collected,
     ItemCallback,
     RunEnd,
     Totals,
-    build_scorers,
     check_rows,
     collect,
     eval_result,
     parse_thresholds,
 )
-from offline_scorer.evals._data import Fields
 from offline_scorer.evals._types import EvalResult
 from offline_scorer.evals.ray._actors import score_on_ray
 from offline_scorer.evals.ray._cluster import ray_session
-from offline_scorer.evals.ray._options import (
-    ActorPlan,
-    RayOptions,
-    actor_plan,
-    cache_file,
-    scorer_specs,
-)
+from offline_scorer.evals.ray._options import ActorPlan, RayOptions, actor_plan
 from offline_scorer.evals.ray._results import SUMMARY_COLUMNS, result_items, write_rows
 from offline_scorer.evals.ray._source import RaySource, RowCheck, ray_source, scan_rows
 from offline_scorer.pipeline._scorer import Scorer
@@ -40,56 +32,39 @@ _REMEDY = (
 
 
 def run_evals_on_ray(
-    data: Any,
-    scorers: Sequence[Scorer | str],
-    *,
-    options: RayOptions | Mapping[str, Any] | None,
-    thresholds: Mapping[str, Any] | None,
-    batch_size: int,
-    fields: Fields | None,
-    skip_invalid: bool,
-    keep_items: bool,
-    on_item_complete: ItemCallback | None,
-    progress: bool,
+    data: Any, scorers: list[Scorer], run: RunConfig, on_item_complete: ItemCallback | None
 ) -> EvalResult:
     """``run_evals`` on Ray: see :func:`offline_scorer.run_evals` for the arguments.
 
     Raises:
-        ConfigurationError: bad options, a custom scorer, rows without output, two cache
-            files, Ray missing or unreachable.
+        ConfigurationError: bad options, a custom scorer, scorers on different judges, rows
+            without output, two cache files, Ray missing or unreachable.
         DataError: invalid rows, no usable row, or no ground truth for a scorer that needs
             one.
         ModelLoadError: the model does not resolve on a worker (the message names it).
         OfflineScorerError: the Ray job failed for another reason.
     """
     started = time.perf_counter()
-    settings = options if isinstance(options, RayOptions) else RayOptions(**(options or {}))
-    built = build_scorers(scorers)
-    specs = scorer_specs(built)
-    limits = parse_thresholds(thresholds or {}, built)
-    cache = cache_file(settings, built)
-    if batch_size < 1:
-        raise ConfigurationError("batch_size must be at least 1.")
-    fields = fields or Fields()
-    totals = Totals(built, limits)
+    options = run.ray or RayOptions()
+    limits = parse_thresholds(run.thresholds, scorers)
+    fields = run.fields
+    totals = Totals(scorers, limits)
+    # Checked before Ray starts: custom scorers, two caches, scorers on different judges.
+    plan = actor_plan(options, scorers, fields, "json")
     check = RowCheck()
     collected = Collected([], interrupted=False)
     try:
-        with ray_session(settings.address, progress=progress):
-            source = ray_source(data, fields, skip_invalid)
-            check = scan_rows(source, fields, skip_invalid)
+        with ray_session(options.address, progress=run.progress):
+            source = ray_source(data, fields, run.skip_invalid)
+            check = scan_rows(source, fields, run.skip_invalid)
             check_rows(
-                built,
-                check.facts(fields),
-                fields,
-                answers_missing_outputs=False,
-                remedy=_REMEDY,
+                scorers, check.facts(fields), fields, answers_missing_outputs=False, remedy=_REMEDY
             )
-            plan = actor_plan(settings, specs, fields, source.row_format, batch_size, cache)
-            full = keep_items or on_item_complete is not None
-            rows = _result_rows(source, plan, settings, batch_size, full)
+            plan = replace(plan, row_format=source.row_format)
+            full = run.keep_items or on_item_complete is not None
+            rows = _result_rows(source, plan, options, run.batch_size, full)
             items = result_items(rows, full, totals.add_cache)
-            collected = collect(items, totals, keep_items, on_item_complete)
+            collected = collect(items, totals, run.keep_items, on_item_complete)
     except KeyboardInterrupt:  # before any item finished (collect keeps the others)
         collected = Collected([], interrupted=True)
     end = RunEnd(time.perf_counter() - started, check.usable, check.problems, collected.interrupted)

@@ -3,16 +3,17 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from offline_scorer._exceptions import ConfigurationError
 from offline_scorer.evals._data import Fields
-from offline_scorer.judges._cards import DEFAULT_MODEL
-from offline_scorer.judges._settings import Device, DType
+from offline_scorer.judges._cache import CachedJudge
+from offline_scorer.judges._settings import JudgeConfig
+from offline_scorer.scorers._registry import scorer_ids, scorer_info
 
 if TYPE_CHECKING:
     from offline_scorer.pipeline._scorer import Scorer
@@ -27,13 +28,6 @@ class RayOptions(BaseModel):
         actors: number of scoring actors, each holding one loaded judge.
         num_cpus: CPUs reserved per actor; torch uses that many threads in it.
         num_gpus: GPUs reserved per actor (1 on a GPU cluster: one model per GPU).
-        model: model reference each actor loads; it must resolve on every worker.
-        device: ``auto``, ``cpu``, ``cuda`` or ``mps``, as for a local judge.
-        dtype: ``auto``, ``float32``, ``bfloat16`` or ``float16``.
-        judge_settings: the judge's generation settings (fields of
-            ``GenerationSettings``: ``batch_size``, ``max_new_tokens_json``,
-            ``max_new_tokens_text`` ...); ``batch_size`` defaults to the ``batch_size``
-            given to ``run_evals``.
         max_restarts: how often Ray restarts a dead actor (-1: without limit).
         max_task_retries: how often a batch whose actor died is retried (-1: without limit).
         output: a folder to write the result rows into, from the workers, as JSONL files
@@ -54,20 +48,36 @@ class RayOptions(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True, arbitrary_types_allowed=True)
 
-    address: str | None = None
-    actors: int = Field(1, ge=1)
-    num_cpus: float = Field(1.0, gt=0)
-    num_gpus: float = Field(0.0, ge=0)
-    model: str = DEFAULT_MODEL
-    device: Device = "auto"
-    dtype: DType = "auto"
-    judge_settings: dict[str, Any] = Field(default_factory=dict)
+    address: str | None = Field(
+        None,
+        description="The Ray cluster to join (auto, ray://head:10001 or host:6379); "
+        "default: start Ray here.",
+    )
+    actors: int = Field(1, ge=1, description="Scoring actors, one loaded judge each.")
+    num_cpus: float = Field(1.0, gt=0, description="CPUs (torch threads) per actor.")
+    num_gpus: float = Field(0.0, ge=0, description="GPUs per actor (1 on a GPU cluster).")
     max_restarts: int = Field(-1, ge=-1)
     max_task_retries: int = Field(-1, ge=-1)
     output: str | None = None
     cache: str | None = None
     judge_factory: Callable[[], Any] | None = None
     env: dict[str, str] = Field(default_factory=dict)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _judge_options_travel_with_the_scorers(cls, values: Any) -> Any:
+        moved = sorted(set(values) & _JUDGE_OPTIONS) if isinstance(values, Mapping) else []
+        if moved:
+            raise ValueError(
+                f"{moved} are judge options: the actors build the judge the scorers were "
+                "built with, so pass them to the scorers (get_scorer(id, model=..., "
+                "device=..., dtype=...), or a JudgeConfig as model=)."
+            )
+        return values
+
+
+# Options an earlier version took here; they now travel with the scorers' JudgeConfig.
+_JUDGE_OPTIONS = {"model", "device", "dtype", "judge_settings"}
 
 
 @dataclass(frozen=True)
@@ -86,10 +96,8 @@ class ActorPlan:
     scorers: list[ScorerSpec]
     fields: Fields
     row_format: Literal["json", "table"]
-    model: str
-    device: Device
-    dtype: DType
-    judge_settings: dict[str, Any]
+    judge: JudgeConfig | None
+    """The judge every actor builds through the backend table (None: ``judge_factory``)."""
     threads: int
     judge_factory: Callable[[], Any] | None = None
     cache: str | None = None
@@ -101,7 +109,6 @@ def scorer_specs(scorers: Sequence[Scorer]) -> list[ScorerSpec]:
     Raises:
         ConfigurationError: a scorer is not built in (its steps cannot be rebuilt remotely).
     """
-    from offline_scorer.scorers._registry import scorer_ids, scorer_info
 
     specs = []
     for scorer in scorers:
@@ -125,7 +132,6 @@ def cache_file(options: RayOptions, scorers: Sequence[Scorer]) -> str | None:
     Raises:
         ConfigurationError: two different cache files were asked for.
     """
-    from offline_scorer.judges._cache import CachedJudge
 
     paths: set[str] = set()
     for scorer in scorers:
@@ -142,39 +148,57 @@ def cache_file(options: RayOptions, scorers: Sequence[Scorer]) -> str | None:
     return paths.pop() if paths else None
 
 
-def actor_plan(
-    options: RayOptions,
-    specs: list[ScorerSpec],
-    fields: Fields,
-    row_format: Literal["json", "table"],
-    batch_size: int,
-    cache: str | None,
-) -> ActorPlan:
-    """The plan sent to every actor, its generation settings checked here, not remotely.
+def judge_config_of(scorers: Sequence[Scorer], options: RayOptions) -> JudgeConfig | None:
+    """The one judge configuration of ``scorers``, as every actor builds it.
+
+    Each actor gets as many torch threads as CPUs it reserves, unless the configuration
+    names a number.
 
     Raises:
-        ConfigurationError: ``judge_settings`` that ``GenerationSettings`` refuses.
+        ConfigurationError: the scorers were built on different judges, or on a judge
+            without a configuration (a replay or fake judge) and no ``judge_factory``.
     """
+    if options.judge_factory is not None:
+        return None
+    configs = {scorer.judge_config for scorer in scorers}
+    if None in configs:
+        raise ConfigurationError(
+            "backend='ray' rebuilds the scorers' judge on every actor from its JudgeConfig, "
+            "but a scorer was built on a ready judge without one (a ReplayJudge or "
+            "FakeJudge); build it with model=..., or pass ray={'judge_factory': ...}."
+        )
+    if len(configs) > 1:
+        raise ConfigurationError(
+            "backend='ray' loads one judge per actor, but the scorers were built on "
+            f"{len(configs)} different judge configurations; build them with the same model "
+            "and options."
+        )
+    (config,) = configs
+    assert config is not None
+    if config.threads is None:
+        config = config.model_copy(update={"threads": max(1, int(options.num_cpus))})
+    return config
+
+
+def actor_plan(
+    options: RayOptions,
+    scorers: Sequence[Scorer],
+    fields: Fields,
+    row_format: Literal["json", "table"],
+) -> ActorPlan:
+    """The plan sent to every actor.
+
+    Raises:
+        ConfigurationError: a custom scorer, scorers on different judges, or two caches.
+    """
+    specs = scorer_specs(scorers)
+    cache = cache_file(options, scorers)
     return ActorPlan(
         scorers=specs,
         fields=fields,
         row_format=row_format,
-        model=options.model,
-        device=options.device,
-        dtype=options.dtype,
-        judge_settings=_judge_settings(options, batch_size),
+        judge=judge_config_of(scorers, options),
         threads=max(1, int(options.num_cpus)),
         judge_factory=options.judge_factory,
         cache=cache,
     )
-
-
-def _judge_settings(options: RayOptions, batch_size: int) -> dict[str, Any]:
-    from offline_scorer.judges._settings import GenerationSettings
-
-    chosen = {"batch_size": batch_size, **options.judge_settings}
-    try:
-        GenerationSettings(**chosen)
-    except ValueError as error:
-        raise ConfigurationError(f"Ray option judge_settings: {error}") from error
-    return chosen

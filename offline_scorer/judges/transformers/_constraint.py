@@ -33,6 +33,8 @@ import json
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, cast
 
+from offline_scorer._exceptions import JudgeOutputError
+
 if TYPE_CHECKING:
     import torch
     from outlines_core import Index, Vocabulary
@@ -76,7 +78,6 @@ class SchemaCompiler:
     def index_or_error(self, schema_json: str, position: int, model_id: str) -> Any:
         """The index of one prompt's schema, or the :class:`JudgeOutputError` that fails
         that prompt alone when its schema cannot be compiled for this vocabulary."""
-        from offline_scorer._exceptions import JudgeOutputError
 
         try:
             return self.index_for(schema_json)

@@ -5,6 +5,8 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, Any
 
+from offline_scorer.judges.transformers._loop import Row, decode, supports_loop
+
 if TYPE_CHECKING:
     import torch
 
@@ -113,7 +115,6 @@ def decode_rows(
     Our loop (``_loop.py``) when the settings ask for it and the model's cache allows it,
     else transformers' ``generate``. Each row stops at its own budget.
     """
-    from offline_scorer.judges.transformers._loop import Row, decode, supports_loop
 
     model, tokenizer = loaded.model, loaded.tokenizer
     eos_ids = _eos_ids(model, tokenizer)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 from offline_scorer._exceptions import (
     ConfigurationError,
@@ -23,24 +23,22 @@ from offline_scorer.judges._cards import (
 from offline_scorer.judges._keys import Prompt, schema_text
 from offline_scorer.judges._protocol import (
     NO_USAGE,
+    Answer,
     CallLog,
     ItemUsage,
+    JudgeBase,
     JudgeCall,
-    KeepsCallLog,
-    LabelsArg,
-    SchemaArg,
-    finish,
-    labels_per_prompt,
+    Request,
     parse_json_output,
-    schemas_per_prompt,
 )
-from offline_scorer.judges._settings import Device, DType, GenerationSettings
+from offline_scorer.judges._settings import Device, DType, GenerationSettings, JudgeConfig
 from offline_scorer.judges.transformers._budget import (
     Encoded,
     budget_message,
     fit_to_window,
     json_budgets,
 )
+from offline_scorer.judges.transformers._constraint import PerRowSchemaProcessor, SchemaCompiler
 from offline_scorer.judges.transformers._decoding import (
     _free_accelerator_memory,
     _join_prefill,
@@ -48,13 +46,11 @@ from offline_scorer.judges.transformers._decoding import (
     is_out_of_memory,
     trim_to_sentence,
 )
-from offline_scorer.judges.transformers._loading import LoadedModel, load_model
-
-if TYPE_CHECKING:
-    pass
+from offline_scorer.judges.transformers._labels import score_label_rows
+from offline_scorer.judges.transformers._loading import LoadedModel, shared_model
 
 
-class TransformersJudge(KeepsCallLog):
+class TransformersJudge(JudgeBase):
     """A judge running a local transformers model, with Outlines-constrained JSON.
 
     The model loads on first use (or :meth:`load`), fully offline. Decoding is greedy.
@@ -76,6 +72,11 @@ class TransformersJudge(KeepsCallLog):
         >>> judge.generate_text([[{"role": "user", "content": "Say hi"}]])  # doctest: +SKIP
     """
 
+    @classmethod
+    def from_config(cls, config: JudgeConfig) -> TransformersJudge:
+        """The judge a :class:`JudgeConfig` describes (the backend table's builder)."""
+        return cls(config.model, settings=config.generation, **config.load_options)
+
     def __init__(
         self,
         model: str | LoadedModel = DEFAULT_MODEL,
@@ -87,7 +88,6 @@ class TransformersJudge(KeepsCallLog):
         allow_pickle: bool = False,
         threads: int | None = None,
     ):
-        self.settings = settings or GenerationSettings()
         self._reference = model
         self._load_options: dict[str, Any] = {
             "device": device,
@@ -103,6 +103,8 @@ class TransformersJudge(KeepsCallLog):
         self._lock = threading.Lock()
         self._log = CallLog()
         self._system_ids: dict[str, list[int]] = {}
+        # The card's recommendations apply where the settings name none (batch size).
+        self.settings = (settings or GenerationSettings()).for_card(self.model_card)
 
     # ------------------------------------------------------------------ identity
 
@@ -113,8 +115,15 @@ class TransformersJudge(KeepsCallLog):
         with self._lock:
             if self._loaded is None:
                 assert not isinstance(self._reference, LoadedModel)
-                self._loaded = load_model(self._reference, **self._load_options)
+                self._loaded = shared_model(str(self._reference), **self._load_options)
             return self._loaded
+
+    @property
+    def config(self) -> JudgeConfig | None:
+        """The configuration that rebuilds this judge (None around an already loaded model)."""
+        if not isinstance(self._reference, str):
+            return None
+        return JudgeConfig(model=self._reference, generation=self.settings, **self._load_options)
 
     def with_settings(self, settings: GenerationSettings) -> TransformersJudge:
         """A judge with other generation settings on the same weights (loaded once).
@@ -163,97 +172,52 @@ class TransformersJudge(KeepsCallLog):
 
     # ------------------------------------------------------------------ calls
 
-    def generate_json(
-        self,
-        prompts: Sequence[Prompt],
-        schema: SchemaArg,
-        *,
-        return_exceptions: bool = False,
-        with_usage: bool = False,
-    ) -> list[Any]:
-        """Generate one object per prompt, constrained to its JSON schema and validated.
+    def answer(self, request: Request) -> list[Answer[Any]]:
+        """Answer one request (see :class:`JudgeBase` for the three calls).
 
-        Args:
-            prompts: chat-message lists.
-            schema: one pydantic model class for all prompts, or one per prompt.
-            return_exceptions: put a :class:`JudgeOutputError` (or
-                :class:`ContextLengthError`) in the list for a prompt that failed, instead of
-                raising it; the other prompts keep their results.
-            with_usage: wrap each result in an :class:`Answer` with its own usage.
+        ``json``: one object per prompt, constrained to its JSON schema and validated; a
+        prompt whose JSON did not close within its budget or did not validate gets a
+        :class:`JudgeOutputError`, one too long for the context window a
+        :class:`ContextLengthError`, as its answer's error (the others keep their values).
 
-        Returns:
-            One validated object (or error, see above) per prompt, in order.
+        ``text``: greedy free text that stops at the end-of-sequence token, at
+        ``settings.max_sentences_text`` complete sentences, or at its token budget (then it
+        is trimmed back to its last full sentence and marked ``truncated``). A prompt that
+        ends with an assistant message is continued, and its answer starts with it.
 
-        Raises:
-            ContextLengthError: a prompt plus its token budget exceeds the context window.
-            JudgeOutputError: the budget ran out before the JSON closed, or it did not validate.
+        ``labels``: how likely each allowed label is as the prompt's continuation, read
+        from ONE forward pass per sub-batch without decoding (a label of several tokens
+        adds its tokens to a row). A label's log-probability is the sum of its tokens'
+        log-probabilities after the prompt, rounded to 4 decimals, so an item alone and
+        inside any batch gives the same numbers. ``hidden_state`` adds the last-layer
+        hidden state at the prompt's last token, for a linear probe.
         """
-        schemas = schemas_per_prompt(schema, len(prompts))
-        texts = [schema_text(s) for s in schemas]
-        raw, usages = self._generate("json", prompts, texts, json_budgets(texts, self.settings))
-        results: list[Any] = []
-        for index, (outcome, item_schema) in enumerate(zip(raw, schemas)):
-            if isinstance(outcome, BaseException):
-                results.append(outcome)
-            else:
-                results.append(parse_json_output(outcome, item_schema, index=index))
-        return finish(results, return_exceptions, usages, with_usage)
+        if request.kind == "labels":
+            outcomes, usages = self._read_labels(request)
+        elif request.kind == "json":
+            outcomes, usages = self._generate_json(request)
+        else:
+            budgets = [self.settings.max_new_tokens_text] * len(request)
+            outcomes, usages = self._generate("text", request.prompts, None, budgets)
+        return [Answer.of(o, u) for o, u in zip(outcomes, usages, strict=True)]
 
-    def generate_text(
-        self,
-        prompts: Sequence[Prompt],
-        *,
-        return_exceptions: bool = False,
-        with_usage: bool = False,
-    ) -> list[Any]:
-        """Generate one free-text answer per prompt (greedy, bounded).
+    def _generate_json(self, request: Request) -> tuple[list[Any], list[ItemUsage]]:
+        assert request.schemas is not None
+        texts = [schema_text(s) for s in request.schemas]
+        raw, usages = self._generate(
+            "json", request.prompts, texts, json_budgets(texts, self.settings)
+        )
+        results = [
+            outcome
+            if isinstance(outcome, BaseException)
+            else parse_json_output(outcome, schema, index=index)
+            for index, (outcome, schema) in enumerate(zip(raw, request.schemas))
+        ]
+        return results, usages
 
-        Generation of a row stops at its end-of-sequence token, at
-        ``settings.max_sentences_text`` complete sentences, or at its token budget.
-
-        When a prompt ends with an assistant message, the model continues that message and
-        the answer starts with it (a prefill that fixes how the answer begins).
-
-        An answer cut by the token budget is trimmed back to its last full sentence and
-        marked ``truncated`` in the call log.
-        """
-        budgets = [self.settings.max_new_tokens_text] * len(prompts)
-        raw, usages = self._generate("text", prompts, None, budgets)
-        return finish(raw, return_exceptions, usages, with_usage)
-
-    def score_labels(
-        self,
-        prompts: Sequence[Prompt],
-        labels: LabelsArg,
-        *,
-        return_exceptions: bool = False,
-        with_usage: bool = False,
-        hidden_state: bool = False,
-    ) -> list[Any]:
-        """Read how likely each allowed label is as the prompt's continuation; no decoding.
-
-        Each prompt normally ends with an assistant prefill that brings the answer to the
-        place of the verdict (e.g. ``{"result":"``). A label's log-probability is the sum of
-        its tokens' log-probabilities after the prompt. All prompts of a sub-batch go
-        through ONE forward pass (a label of several tokens adds its tokens to a row, so
-        most prompts need a single row). Results are rounded to 4 decimals, so an item
-        alone and inside any batch gives the same numbers.
-
-        Args:
-            prompts: chat-message lists.
-            labels: the allowed labels, one list for all prompts or one per prompt.
-            return_exceptions: put a :class:`ContextLengthError` or
-                :class:`JudgeOutputError` in the list for a failed prompt instead of raising.
-            with_usage: wrap each result in an :class:`Answer` with its own usage.
-            hidden_state: also return the last-layer hidden state at the prompt's last
-                token (the verdict's place), for a linear probe.
-
-        Returns:
-            One :class:`LabelScores` (or error) per prompt, in order.
-        """
-        from offline_scorer.judges.transformers._labels import score_label_rows
-
-        per_prompt = labels_per_prompt(labels, len(prompts))
+    def _read_labels(self, request: Request) -> tuple[list[Any], list[ItemUsage]]:
+        assert request.labels is not None
+        prompts = request.prompts
         started = time.perf_counter()
         results: list[Any] = [None] * len(prompts)
         usages: list[ItemUsage | None] = [None] * len(prompts)
@@ -263,15 +227,15 @@ class TransformersJudge(KeepsCallLog):
             valid = fit_to_window(encoded, [8] * len(encoded), 8, loaded, results, usages)
             outcomes = score_label_rows(
                 loaded,
-                [(item.token_ids, per_prompt[item.position]) for item in valid],
-                hidden_state=hidden_state,
+                [(item.token_ids, request.labels[item.position]) for item in valid],
+                hidden_state=request.hidden_state,
             )
             for item, (outcome, usage) in zip(valid, outcomes, strict=True):
                 results[item.position] = outcome
                 usages[item.position] = usage
         done = [usage or NO_USAGE for usage in usages]
         self._log.add(JudgeCall("labels", done, time.perf_counter() - started))
-        return finish(results, return_exceptions, done, with_usage)
+        return results, done
 
     # ------------------------------------------------------------------ internals
 
@@ -293,7 +257,7 @@ class TransformersJudge(KeepsCallLog):
             valid = fit_to_window(encoded, budgets, floor, loaded, results, usages)
             # Longest first: similar lengths share a sub-batch, so little padding is wasted.
             valid.sort(key=lambda item: -len(item.token_ids))
-            size = self.settings.batch_size
+            size = self.settings.prompts_per_pass
             for start in range(0, len(valid), size):
                 chunk = valid[start : start + size]
                 self._run_chunk(kind, chunk, schema_texts, results, usages)
@@ -421,7 +385,6 @@ class TransformersJudge(KeepsCallLog):
         usages: list[ItemUsage | None],
     ) -> tuple[list[Encoded], list[Any]]:
         """Compile each row's schema; a row whose schema cannot be compiled fails alone."""
-        from offline_scorer.judges.transformers._constraint import SchemaCompiler
 
         if self._compiler is None:
             self._compiler = SchemaCompiler(self.load().tokenizer)
@@ -439,7 +402,6 @@ class TransformersJudge(KeepsCallLog):
         return kept, indexes
 
     def _processor(self, indexes: list[Any], limits: list[int]) -> Any:
-        from offline_scorer.judges.transformers._constraint import PerRowSchemaProcessor
 
         return PerRowSchemaProcessor(
             indexes,

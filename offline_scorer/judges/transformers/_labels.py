@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from offline_scorer._exceptions import JudgeOutputError, OfflineScorerError
 from offline_scorer.judges._protocol import LOGPROB_DIGITS, ItemUsage, LabelScores
+from offline_scorer.judges.transformers._decoding import _free_accelerator_memory, is_out_of_memory
 
 if TYPE_CHECKING:
     import torch
@@ -146,11 +147,6 @@ def _run(
     except OfflineScorerError:
         raise
     except Exception as error:
-        from offline_scorer.judges.transformers._decoding import (
-            _free_accelerator_memory,
-            is_out_of_memory,
-        )
-
         if is_out_of_memory(error) and len(rows) > 1:
             _free_accelerator_memory()
             middle = len(rows) // 2

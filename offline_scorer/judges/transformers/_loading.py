@@ -12,6 +12,7 @@ import logging
 import os
 import shutil
 import sys
+import threading
 import time
 import uuid
 import warnings
@@ -34,6 +35,9 @@ if TYPE_CHECKING:
     import torch
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
+import psutil
+
+from offline_scorer._offline import force_offline
 from offline_scorer.judges._cards import (
     _SIDECAR,
     DEFAULT_MODEL,
@@ -101,7 +105,6 @@ def load_model(
     Example:
         >>> loaded = load_model("smollm2-135m-instruct")  # doctest: +SKIP
     """
-    from offline_scorer._offline import force_offline
 
     force_offline()
     started = time.perf_counter()
@@ -147,13 +150,30 @@ def load_model(
     )
 
 
+_MODELS: dict[tuple[str, tuple[tuple[str, Any], ...]], LoadedModel] = {}
+_MODELS_LOCK = threading.Lock()
+
+
+def shared_model(reference: str, **options: Any) -> LoadedModel:
+    """The process's one loaded copy of ``reference`` with these load options.
+
+    Judges that differ only in how they decode (the scorers' judge and the local agent's)
+    share the weights instead of loading them twice.
+    """
+    key = (reference, tuple(sorted(options.items())))
+    with _MODELS_LOCK:
+        loaded = _MODELS.get(key)
+        if loaded is None:
+            loaded = _MODELS[key] = load_model(reference, **options)
+        return loaded
+
+
 def physical_cores() -> int:
     """Number of physical CPU cores available (hyper-threads don't speed up matmuls).
 
     The machine's physical cores, bounded by the CPUs this process may run on (its CPU
     affinity: a container, ``taskset``, a Ray actor).
     """
-    import psutil
 
     process = psutil.Process()
     # cpu_affinity does not exist on macOS; there every CPU is allowed.

@@ -1,15 +1,16 @@
 """Fit the verdict models of the embedded judge on ../shared/train-data and write them.
 
-    .venv/bin/python benchmarks/fit_verdicts.py            # writes the shipped file + card sha256
-    .venv/bin/python benchmarks/fit_verdicts.py --cv       # also prints a grouped-CV ablation
-    .venv/bin/python benchmarks/fit_verdicts.py --check-slice   # refits the file's slice, compares
+    .venv/bin/python -m tools.fit_verdicts            # writes the shipped file + card sha256
+    .venv/bin/python -m tools.fit_verdicts --cv       # also prints a grouped-CV ablation
+    .venv/bin/python -m tools.fit_verdicts --check-slice   # refits the file's slice, compares
 
-The models are multinomial logistic regressions (benchmarks/verdict_training.py) over the
+The models are multinomial logistic regressions (tools/verdict_training.py) over the
 features the scorers compute at run time (offline_scorer/scorers/_verdicts.py), so training
 and scoring share one feature code. Only train-data is read, never eval-data. The output is
 deterministic: the same data gives the same bytes. The file also holds ``slice_check``:
 models fitted by this same script on a fixed small slice of the examples, which
-``--check-slice`` (and the test suite) refits in seconds and compares byte for byte.
+``--check-slice`` (and the test suite) refits in about a minute and compares number for
+number, as written (6 significant digits).
 """
 
 from __future__ import annotations
@@ -24,12 +25,10 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from sklearn.metrics import roc_auc_score
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "benchmarks"))
-sys.path.insert(0, str(ROOT))
-
-from verdict_training import (  # noqa: E402
+from offline_scorer.toolkit import relevancy_evidence, shared_embedder, similarity_evidence
+from tools.verdict_training import (
     REL_CLASSES,
     SEED,
     SIM_CLASSES,
@@ -38,11 +37,10 @@ from verdict_training import (  # noqa: E402
     fit,
     grouped_cv_proba,
     relevancy_examples,
-    roc_auc_of,
     similarity_examples,
 )
 
-from offline_scorer.scorers._verdicts import relevancy_evidence, similarity_evidence  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
 
 JUDGE = "smollm2-135m-instruct"
 EMBEDDER = "all-minilm-l6-v2"
@@ -166,6 +164,32 @@ def slice_of(examples: list[dict]) -> list[dict]:
     return examples[::SLICE_EVERY]
 
 
+def differences(shipped: Any, refit: Any, where: str = "") -> list[str]:
+    """Where two fitted-model documents differ, value for value (numbers as written).
+
+    The models are all that matters: a number, a class or a feature name that differs is
+    listed with both values; an empty list means the refit gives the same numbers.
+    """
+    if isinstance(shipped, dict) and isinstance(refit, dict):
+        found = [f"{where}.{key}: only in one of them" for key in sorted(shipped.keys() ^ refit)]
+        for key in sorted(shipped.keys() & refit.keys()):
+            found += differences(shipped[key], refit[key], f"{where}.{key}")
+        return found
+    if isinstance(shipped, list) and isinstance(refit, list):
+        if len(shipped) != len(refit):
+            return [f"{where}: {len(shipped)} values in the file, {len(refit)} refitted"]
+        return [
+            line
+            for i, (a, b) in enumerate(zip(shipped, refit, strict=True))
+            for line in differences(a, b, f"{where}[{i}]")
+        ]
+    if type(shipped) is not type(refit) and not (
+        isinstance(shipped, int | float) and isinstance(refit, int | float)
+    ):
+        return [f"{where}: {shipped!r} in the file, {refit!r} refitted"]
+    return [] if shipped == refit else [f"{where}: {shipped!r} in the file, {refit!r} refitted"]
+
+
 def cross_validation(
     Xr: np.ndarray, yr: np.ndarray, gr: list[str], Xs: np.ndarray, ys: np.ndarray, gs: list[str]
 ) -> dict[str, dict[str, float]]:
@@ -191,8 +215,8 @@ def cross_validation(
                 score = P[:, 2] + 0.3 * P[:, 1]
             else:
                 score = P @ np.array([-0.15, 0.4, 0.8, 1.2])
-            labels = np.isin(y, positive).astype(float)
-            report[scorer][tag] = round(roc_auc_of(list(labels), list(score)), 4)
+            labels = np.isin(y, positive)
+            report[scorer][tag] = round(float(roc_auc_score(labels, score)), 4)
     return report
 
 
@@ -208,8 +232,6 @@ def main(argv: list[str] | None = None) -> int:
         help="refit only the file's slice and compare it with the file (exit 1 if different)",
     )
     args = parser.parse_args(argv)
-    from offline_scorer.judges.embeddings import shared_embedder
-
     embedder = shared_embedder(EMBEDDER)
     started = time.perf_counter()
     rel = relevancy_examples(args.train)
@@ -226,12 +248,14 @@ def main(argv: list[str] | None = None) -> int:
     }
     if args.check_slice:
         shipped = json.loads(args.out.read_text(encoding="utf-8"))["slice_check"]
-        same = json.dumps(shipped, sort_keys=True) == json.dumps(slice_check, sort_keys=True)
+        found = differences(shipped, slice_check, "slice_check")
         print(
             f"slice check ({len(rel_slice)} + {len(sim_slice)} examples): "
-            f"{'identical' if same else 'DIFFERENT'} to {args.out}"
+            f"{'DIFFERENT' if found else 'identical'} to {args.out}"
+            + "".join(f"\n  {line}" for line in found[:20])
+            + (f"\n  ... {len(found) - 20} more" if len(found) > 20 else "")
         )
-        return 0 if same else 1
+        return 1 if found else 0
     Xr, yr = relevancy_matrix(embedder, rel)
     Xs, ys = similarity_matrix(embedder, sim)
     log(f"features in {time.perf_counter() - started:.0f}s")
@@ -247,7 +271,7 @@ def main(argv: list[str] | None = None) -> int:
         "relevancy": json.loads(dumps_params(relevancy)),
         "similarity": json.loads(dumps_params(similarity)),
         "training": {
-            "script": "benchmarks/fit_verdicts.py",
+            "script": "tools/fit_verdicts.py",
             "data": "../shared/train-data (evouna_nq, nq301_openqa_eval, sas_squad, "
             "haluquestqa_relevance); never eval-data",
             "seed": SEED,

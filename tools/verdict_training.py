@@ -1,4 +1,4 @@
-"""Training data and fitting for the verdict models (used by benchmarks/fit_verdicts.py).
+"""Training data and fitting for the verdict models (used by tools/fit_verdicts.py).
 
 Examples come from ``../shared/train-data/`` only (never eval-data), built deterministically
 (seeded ``random.Random``, sorted inputs):
@@ -12,8 +12,13 @@ Examples come from ``../shared/train-data/`` only (never eval-data), built deter
   incorrect (missing), and SQuAD answer pairs graded 2 / 1 / 0 (exact or semantic /
   partial / missing).
 
-The fit is a multinomial logistic regression with L2, on standardised features, solved by
-Newton's method with backtracking (deterministic: the same data gives byte-identical JSON).
+The fit is a multinomial logistic regression with the first class as the reference (its
+weights and intercept fixed at 0, as the scorers read it), on standardised features, with
+per-example weights and an L2 penalty of strength ``l2`` on the other classes' weights
+(``1e-8`` on their intercepts): the penalised negative log-likelihood, its gradient and
+Hessian are written out here; ``scipy.optimize.minimize`` (trust-exact) minimises it and
+``scipy.optimize.root`` (hybr) then solves gradient = 0 to the last digits (loss values are
+too coarse there). Deterministic: the same data gives byte-identical JSON.
 """
 
 from __future__ import annotations
@@ -26,15 +31,18 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from scipy.optimize import minimize, root
+from scipy.special import logsumexp
 
-from offline_scorer.scorers._features import (
-    _REFUSAL,
+from offline_scorer.toolkit import (
+    REFUSAL,
+    aliases_of,
     containment,
     content_tokens,
     normalize_tokens,
+    split_answer,
     token_f1,
 )
-from offline_scorer.scorers._split import aliases_of, split_answer
 
 TRAIN = Path("../shared/train-data")
 
@@ -142,13 +150,13 @@ def relevancy_examples(
         for r in rows:
             units = split_answer(r["output"])
             for u in units:
-                if _REFUSAL.search(u):
+                if REFUSAL.search(u):
                     refusals.append((q, u, r["output"]))
         correct = [r for r in rows if r["human_score"] == 1.0]
         if not correct:
             continue
         r = correct[rng.randrange(len(correct))]
-        units = [u for u in split_answer(r["output"]) if not _REFUSAL.search(u)]
+        units = [u for u in split_answer(r["output"]) if not REFUSAL.search(u)]
         if not units:
             continue
         s = best_unit(aliases_of(r["ground_truth"], r.get("ground_truths")), units)
@@ -332,6 +340,44 @@ def _standardise(X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return means, scales
 
 
+# The fit ends with a gradient norm below GTOL (tests/test_tools.py checks the gradient on
+# small problems). Minimisers that compare loss values stall near 1e-8: there a step changes
+# the loss (about 1e3) by less than its rounding error. The last digits therefore come from
+# solving gradient = 0 with its Jacobian, the Hessian, which needs no loss values.
+GTOL = 1e-10
+MAX_ITER = 1_000
+# The intercepts carry a tiny penalty (as they always have): it keeps the Hessian positive
+# definite when a class is separable, without changing any written digit.
+INTERCEPT_L2 = 1e-8
+
+
+def penalised_loss(
+    theta: np.ndarray, Z: np.ndarray, y: np.ndarray, weights: np.ndarray, reg: np.ndarray
+) -> tuple[float, np.ndarray, np.ndarray]:
+    """The objective the verdict models minimise, its gradient and its Hessian.
+
+    ``theta`` holds, flattened, one row ``(weights..., intercept)`` for each class but the
+    first, whose logit is fixed at 0 (the reference class); ``Z`` is the standardised
+    features with a last column of ones, ``reg`` the penalty of each column. The loss is
+    ``sum_i w_i * -log p(y_i | z_i) + 1/2 * sum_k sum_j reg_j * theta_kj^2``.
+    """
+    n, D = Z.shape
+    free = theta.reshape(-1, D)
+    m = free.shape[0]
+    logits = np.hstack([np.zeros((n, 1)), Z @ free.T])
+    log_p = logits - logsumexp(logits, axis=1, keepdims=True)
+    penalty = reg * free
+    loss = -float(weights @ log_p[np.arange(n), y]) + 0.5 * float((penalty * free).sum())
+    P = np.exp(log_p[:, 1:])  # probabilities of the free classes
+    Y = y[:, None] == np.arange(1, m + 1)
+    gradient = ((P - Y) * weights[:, None]).T @ Z + penalty
+    # d2 loss / d theta_a d theta_b = Z' diag(w * p_a * (delta_ab - p_b)) Z (+ reg when a == b)
+    curvature = weights[:, None, None] * (P[:, :, None] * np.eye(m) - P[:, :, None] * P[:, None, :])
+    hessian = np.einsum("nab,ni,nj->aibj", curvature, Z, Z, optimize=True).reshape(m * D, m * D)
+    hessian += np.diag(np.tile(reg, m))
+    return loss, gradient.reshape(-1), hessian
+
+
 def fit(
     X: np.ndarray,
     y: np.ndarray,
@@ -339,56 +385,60 @@ def fit(
     classes: list[str],
     l2: float = 1.0,
     sample_weight: np.ndarray | None = None,
-    max_iter: int = 100,
-    tol: float = 1e-10,
 ) -> dict:
+    """A multinomial logistic regression of ``y`` (class indices) on ``X``, as a params dict.
+
+    The first class is the reference: its weights and intercept are 0. The other classes'
+    rows minimise :func:`penalised_loss` on standardised features with ``reg = l2`` on the
+    weights and :data:`INTERCEPT_L2` on the intercepts: ``scipy.optimize.minimize``
+    (``trust-exact``, exact Hessian) from 0, then ``scipy.optimize.root`` (``hybr``) on the
+    gradient with the Hessian as its Jacobian, to a gradient norm below :data:`GTOL`.
+    """
     X = np.asarray(X, dtype=np.float64)
     y = np.asarray(y, dtype=np.int64)
     n, d = X.shape
     K = len(classes)
-    w_s = np.ones(n) if sample_weight is None else np.asarray(sample_weight, dtype=np.float64)
+    missing = sorted(set(range(K)) - set(y.tolist()))
+    if missing:
+        raise ValueError(f"fit: no example of class {[classes[i] for i in missing]}")
+    w = np.ones(n) if sample_weight is None else np.asarray(sample_weight, dtype=np.float64)
     means, scales = _standardise(X)
-    Z = np.hstack([(X - means) / scales, np.ones((n, 1))])  # last column: intercept
-    D = d + 1
-    m = K - 1  # free classes 1..K-1
-    theta = np.zeros((m, D))
-    Y = np.zeros((n, K))
-    Y[np.arange(n), y] = 1.0
-    reg = np.full(D, l2)
-    reg[-1] = 1e-8  # (almost) no penalty on intercepts
+    Z = np.hstack([(X - means) / scales, np.ones((n, 1))])  # last column: the intercept
+    reg = np.append(np.full(d, float(l2)), INTERCEPT_L2)
+    cache: dict[bytes, tuple[float, np.ndarray, np.ndarray]] = {}
 
-    def objective(th: np.ndarray) -> float:
-        logits = np.hstack([np.zeros((n, 1)), Z @ th.T])
-        logits -= logits.max(axis=1, keepdims=True)
-        logp = logits - np.log(np.exp(logits).sum(axis=1, keepdims=True))
-        return float(-(w_s * (Y * logp).sum(axis=1)).sum() + 0.5 * (reg * th * th).sum())
+    def evaluate(theta: np.ndarray) -> tuple[float, np.ndarray, np.ndarray]:
+        key = theta.tobytes()  # minimize asks for loss, gradient and Hessian separately
+        if key not in cache:
+            cache.clear()
+            cache[key] = penalised_loss(theta, Z, y, w, reg)
+        return cache[key]
 
-    f_old = objective(theta)
-    for _ in range(max_iter):
-        P = _softmax(np.hstack([np.zeros((n, 1)), Z @ theta.T]))
-        G = ((P[:, 1:] - Y[:, 1:]) * w_s[:, None]).T @ Z + reg * theta  # (m, D)
-        H = np.zeros((m * D, m * D))
-        for a in range(m):
-            for b in range(a, m):
-                coef = P[:, a + 1] * ((a == b) - P[:, b + 1]) * w_s
-                block = (Z * coef[:, None]).T @ Z
-                if a == b:
-                    block = block + np.diag(reg)
-                H[a * D : (a + 1) * D, b * D : (b + 1) * D] = block
-                H[b * D : (b + 1) * D, a * D : (a + 1) * D] = block.T
-        step = np.linalg.solve(H, G.reshape(-1)).reshape(m, D)
-        t = 1.0
-        while True:  # backtracking: monotone and deterministic
-            cand = theta - t * step
-            f_new = objective(cand)
-            if f_new <= f_old + 1e-12 or t < 1e-6:
-                break
-            t *= 0.5
-        theta = cand
-        if abs(f_old - f_new) <= tol * max(1.0, abs(f_old)):
-            f_old = f_new
-            break
-        f_old = f_new
+    zeros = np.zeros((K - 1) * (d + 1))
+    minimised = minimize(
+        lambda theta: evaluate(theta)[0],
+        zeros,
+        jac=lambda theta: evaluate(theta)[1],
+        hess=lambda theta: evaluate(theta)[2],
+        method="trust-exact",
+        options={"gtol": GTOL, "maxiter": MAX_ITER},
+    )
+    # Convex: the minimum is the one point where the gradient is 0. MINPACK's hybrid method
+    # solves that from the minimiser's point to the rounding error of the gradient.
+    result = root(
+        lambda theta: evaluate(theta)[1],
+        minimised.x,
+        jac=lambda theta: evaluate(theta)[2],
+        method="hybr",
+        options={"xtol": 1e-15},
+    )
+    gradient_norm = float(np.linalg.norm(evaluate(result.x)[1]))
+    if not np.isfinite(gradient_norm) or gradient_norm > GTOL:
+        raise RuntimeError(
+            f"fit: the solver stopped with gradient norm {gradient_norm:.3g} > {GTOL:g} "
+            f"({minimised.message}; {result.message})"
+        )
+    theta = result.x.reshape(K - 1, d + 1)
     weights = np.vstack([np.zeros((1, d)), theta[:, :d]])
     intercepts = np.concatenate([[0.0], theta[:, d]])
     return {
@@ -442,28 +492,3 @@ def _round(obj):
 
 def dumps_params(params: dict) -> str:
     return json.dumps(_round(params), sort_keys=True, indent=1) + "\n"
-
-
-def write_params(params: dict, path: str | Path) -> None:
-    Path(path).write_text(dumps_params(params), encoding="utf-8")
-
-
-def read_params(path: str | Path) -> dict:
-    return json.loads(Path(path).read_text(encoding="utf-8"))
-
-
-def roc_auc_of(labels: list[float], scores: list[float]) -> float:
-    """ROC AUC of binary labels (1 = positive) by ranks, ties counting one half."""
-    order = sorted(range(len(scores)), key=lambda i: scores[i])
-    ranks = [0.0] * len(scores)
-    start = 0
-    while start < len(order):
-        end = start
-        while end + 1 < len(order) and scores[order[end + 1]] == scores[order[start]]:
-            end += 1
-        for position in range(start, end + 1):
-            ranks[order[position]] = (start + end) / 2 + 1
-        start = end + 1
-    positives = [r for r, label in zip(ranks, labels) if label == 1]
-    n_pos, n_neg = len(positives), len(labels) - len(positives)
-    return (sum(positives) - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg)

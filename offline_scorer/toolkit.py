@@ -1,0 +1,158 @@
+"""The supported API for the project's own benchmarks (``benchmarks/``) and tools (``tools/``).
+
+Those scripts measure and fit the library's internals: the features behind the fitted
+verdict models, the decode loop, the JSON constraint. Rather than reaching into private
+modules, they import what they need from here, so a refactor of the package has one place
+to keep working and one test (``tests/test_tools.py``) that says when a script goes around
+it. User code should prefer the top-level ``offline_scorer`` API; the names below are
+stable for the repository's own scripts, not promised to users.
+
+Importing this module never imports torch, transformers or outlines (like ``import
+offline_scorer``); the decode-loop names need them only when called.
+
+Names, by what they serve:
+
+* Verdict features and models (``tools/fit_verdicts.py``, ``benchmarks/verdict_ablation.py``):
+  ``relevancy_evidence``, ``similarity_evidence`` (the run-time features of one verdict),
+  ``LogisticModel`` (a fitted model as the scorers read it), ``best_label``,
+  ``RELEVANCY_LABELS`` (the relevancy verdict labels, most relevant first),
+  ``shared_embedder`` (the sentence embedder the features use).
+* Text units and lexical features (``tools/verdict_training.py``): ``split_answer``,
+  ``split_reference``, ``aliases_of``, ``normalize_tokens``, ``content_tokens``,
+  ``token_f1``, ``containment``, ``REFUSAL`` (the compiled pattern of refusal and error
+  statements the scorers recognise).
+* Score formulas: ``relevancy_score``, ``expected_relevancy_score``, ``similarity_score``,
+  ``expected_similarity_score``, ``analysis_from``, ``AnswerSimilarityOptions``.
+* Prompts: ``render_prompt``; ``use_prompt_folder`` (experiments: another template folder).
+* Judge internals (``benchmarks/throughput.py``, ``_peer.py``, ``decode_speed.py``,
+  ``profile_decode.py``): ``eos_ids``, ``join_prefill``, ``SentenceLimit``,
+  ``parse_json_output``, ``schemas_per_prompt``, ``LoopRow``, ``loop_decode``,
+  ``PerRowSchemaProcessor``.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from offline_scorer.judges._protocol import parse_json_output, schemas_per_prompt
+from offline_scorer.judges.embeddings import shared_embedder
+from offline_scorer.judges.transformers import _decoding
+from offline_scorer.judges.transformers._constraint import PerRowSchemaProcessor
+from offline_scorer.judges.transformers._decoding import _SentenceLimit as SentenceLimit
+from offline_scorer.judges.transformers._loop import Row as LoopRow
+from offline_scorer.judges.transformers._loop import decode as loop_decode
+from offline_scorer.pipeline import _prompts
+from offline_scorer.pipeline._prompts import render_prompt
+from offline_scorer.scorers import AnswerSimilarityOptions, _features
+from offline_scorer.scorers._answer_relevancy import expected_relevancy_score, relevancy_score
+from offline_scorer.scorers._features import _REFUSAL, containment, normalize_tokens
+from offline_scorer.scorers._similarity_read import analysis_from
+from offline_scorer.scorers._similarity_score import expected_similarity_score, similarity_score
+from offline_scorer.scorers._split import aliases_of, split_answer, split_reference
+from offline_scorer.scorers._verdicts import (
+    RELEVANCY_LABELS,
+    LogisticModel,
+    best_label,
+    relevancy_evidence,
+    similarity_evidence,
+)
+
+__all__ = [
+    "AnswerSimilarityOptions",
+    "LogisticModel",
+    "LoopRow",
+    "PerRowSchemaProcessor",
+    "REFUSAL",
+    "RELEVANCY_LABELS",
+    "SentenceLimit",
+    "aliases_of",
+    "analysis_from",
+    "best_label",
+    "containment",
+    "content_tokens",
+    "eos_ids",
+    "expected_relevancy_score",
+    "expected_similarity_score",
+    "join_prefill",
+    "loop_decode",
+    "normalize_tokens",
+    "parse_json_output",
+    "relevancy_evidence",
+    "relevancy_score",
+    "render_prompt",
+    "schemas_per_prompt",
+    "shared_embedder",
+    "similarity_evidence",
+    "similarity_score",
+    "split_answer",
+    "split_reference",
+    "token_f1",
+    "use_prompt_folder",
+]
+
+REFUSAL = _REFUSAL
+"""Refusal and error statements ("I cannot answer", "Error: ..."), as the scorers detect them."""
+
+
+def eos_ids(model: Any, tokenizer: Any) -> list[int]:
+    """The token ids that end a generated row, by the judge's own rule.
+
+    Args:
+        model: a loaded causal LM (its ``generation_config.eos_token_id``, one id or a list).
+        tokenizer: its tokenizer (its ``eos_token_id`` is added when the config lacks it).
+
+    Returns:
+        The end-of-sequence ids, the configured ones first.
+    """
+    return _decoding._eos_ids(model, tokenizer)
+
+
+def content_tokens(text: str) -> list[str]:
+    """The content words of ``text`` as the verdict features count them.
+
+    Normalised tokens (lower case, no punctuation, no articles), number words as digits,
+    stop words dropped, common suffixes stripped.
+    """
+    return _features.content_tokens(text)
+
+
+def token_f1(first: str, second: str) -> float:
+    """Token-overlap F1 of two texts (bags of normalised tokens; 1.0 when both are empty)."""
+    return _features.token_f1(first, second)
+
+
+def join_prefill(prefill: str, continuation: str) -> str:
+    """A free-text answer as the judge returns it: the forced start, then the model's text.
+
+    Args:
+        prefill: the start of the answer that the prompt fixed (may be empty).
+        continuation: what the model wrote after it.
+
+    Returns:
+        Both joined, with one space between them unless either side already has one.
+    """
+    return _decoding._join_prefill(prefill, continuation)
+
+
+def use_prompt_folder(folder: str | os.PathLike[str]) -> None:
+    """Experiments only: render every built-in scorer's prompts from ``folder`` from now on.
+
+    For the rest of the process, prompts whose step names no folder of its own come from
+    ``folder`` (laid out like ``prompts/``: ``<scorer>/<language>/<step>.jinja``) instead
+    of the shipped templates. Used by ``benchmarks/agreement.py --prompts``.
+
+    Args:
+        folder: an existing template folder.
+
+    Raises:
+        ConfigurationError: ``folder`` is not a folder.
+    """
+    chosen = _prompts.template_folder(folder)
+    shipped = _prompts.template_folder
+
+    def template_folder(custom: str | os.PathLike[str] | None = None) -> Any:
+        return shipped(chosen if custom is None else custom)
+
+    # render_prompt looks the folder up through this module-level function at each call.
+    _prompts.template_folder = template_folder
