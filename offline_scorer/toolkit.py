@@ -16,7 +16,8 @@ Names, by what they serve:
   ``relevancy_evidence``, ``similarity_evidence`` (the run-time features of one verdict),
   ``LogisticModel`` (a fitted model as the scorers read it), ``best_label``,
   ``RELEVANCY_LABELS`` (the relevancy verdict labels, most relevant first),
-  ``shared_embedder`` (the sentence embedder the features use).
+  ``shared_embedder`` (the sentence embedder the features use), ``read_features`` (a
+  judge's label read as features, ``tools/fit_card_verdicts.py``).
 * Text units and lexical features (``tools/verdict_training.py``): ``split_answer``,
   ``split_reference``, ``aliases_of``, ``normalize_tokens``, ``content_tokens``,
   ``token_f1``, ``containment``, ``REFUSAL`` (the compiled pattern of refusal and error
@@ -47,6 +48,7 @@ from offline_scorer.pipeline._prompts import render_prompt
 from offline_scorer.scorers import AnswerSimilarityOptions, _features
 from offline_scorer.scorers._answer_relevancy import expected_relevancy_score, relevancy_score
 from offline_scorer.scorers._features import _REFUSAL, containment, normalize_tokens
+from offline_scorer.scorers._judge_reads import read_features
 from offline_scorer.scorers._similarity_read import analysis_from
 from offline_scorer.scorers._similarity_score import expected_similarity_score, similarity_score
 from offline_scorer.scorers._split import aliases_of, split_answer, split_reference
@@ -78,6 +80,7 @@ __all__ = [
     "loop_decode",
     "normalize_tokens",
     "parse_json_output",
+    "read_features",
     "relevancy_evidence",
     "relevancy_score",
     "render_prompt",

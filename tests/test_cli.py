@@ -89,6 +89,9 @@ def test_models_lists_the_embedded_card() -> None:
     # The Qwen cards are listed whether or not their parts are installed (CI has none).
     assert {"qwen2.5-coder-0.5b-instruct", "qwen2.5-coder-1.5b-instruct"} <= set(cards)
     assert card["verdicts"] == "read (fitted verdict model)" and card["extraction"] == "split"
+    # The dtype each card runs in here: the embedded one in float32 on this CPU.
+    assert card["device_here"] == "cpu" and card["dtype_here"] == "float32"
+    assert cards["qwen2.5-coder-1.5b-instruct"]["dtype_here"] in {"float32", "bfloat16"}
 
 
 @pytest.fixture(scope="module")

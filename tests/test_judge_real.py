@@ -230,6 +230,39 @@ def test_a_multi_token_label_is_the_sum_of_its_tokens_log_probs(judge: Transform
             assert sum(by_hand) < by_hand[0] - 1e-6  # the later tokens do count
 
 
+def test_reads_from_the_shared_system_block_equal_full_reads(judge: TransformersJudge) -> None:
+    """The shipped verdict prompts: with the prefix store a read runs only its own tokens,
+    and gives the full pass's log-probabilities up to the last bits (stated: 3e-4)."""
+    from dataclasses import replace
+
+    from offline_scorer.judges.transformers._loop import PrefixStore
+    from offline_scorer.toolkit import render_prompt
+
+    prompts = [
+        render_prompt("answer-relevancy", "en", "verdict", {"input": q, "statement": s})
+        for q, s in (
+            ("Who wrote Hamlet?", "Shakespeare wrote it around 1600."),
+            ("How do I boil an egg?", "Stock markets fell sharply on Monday."),
+            ("Why is the sky blue?", "Air scatters blue light more than red light."),
+        )
+    ]
+    prompts = [
+        [*prompt[:-1], {"role": "assistant", "content": '{"result":"'}] for prompt in prompts
+    ]
+    full = TransformersJudge(judge.load(), settings=GenerationSettings(prefix_cache=False))
+    fresh = TransformersJudge(replace(judge.load(), prefixes=PrefixStore()))  # an empty store
+    with_prefix = fresh.score_labels(prompts, RELEVANCE)
+    without = full.score_labels(prompts, RELEVANCE)
+    stored = fresh.load().prefixes
+    assert len(stored) == 1 and stored.misses == 1 and stored.hits == len(prompts) - 1
+    for shared, alone in zip(with_prefix, without, strict=True):
+        assert shared.value.labels == alone.value.labels
+        for a, b in zip(shared.value.logprobs, alone.value.logprobs, strict=True):
+            assert a == pytest.approx(b, abs=3e-4)
+        # The system block (dozens of tokens) is not run again for each verdict.
+        assert shared.usage.prompt_tokens < alone.usage.prompt_tokens - 30
+
+
 def test_a_prompt_too_long_for_the_context_is_an_error_in_the_list(
     judge: TransformersJudge,
 ) -> None:

@@ -83,3 +83,32 @@ def test_checksum_mismatch_names_file_and_expected_sum(tmp_path: Path) -> None:
         _converted_gguf(wrong)
     message = str(caught.value)
     assert str(fake) in message and card.source.sha256 in message and "mismatch" in message
+
+
+# ------------------------------------------------------------------ the dtype a card runs in
+
+
+def test_a_cpu_without_native_bfloat16_runs_a_bfloat16_card_in_float32() -> None:
+    import torch
+
+    from offline_scorer.judges.transformers._loading import pick_dtype
+
+    assert pick_dtype("auto", "cpu", "bfloat16", native_bf16=False) == torch.float32
+    assert pick_dtype("auto", "cpu", "bfloat16", native_bf16=True) == torch.bfloat16
+    # A card that recommends float32, or none, stays in float32 even on such a CPU.
+    assert pick_dtype("auto", "cpu", "float32", native_bf16=True) == torch.float32
+    assert pick_dtype("auto", "cpu", "auto", native_bf16=True) == torch.float32
+    # An explicit dtype is taken as it is.
+    assert pick_dtype("bfloat16", "cpu", "float32", native_bf16=False) == torch.bfloat16
+
+
+def test_the_fingerprint_names_a_dtype_other_than_float32() -> None:
+    from offline_scorer import TransformersJudge
+    from offline_scorer.judges.transformers._loading import fingerprint_with_dtype
+
+    plain = TransformersJudge("smollm2-135m-instruct", dtype="float32").fingerprint
+    assert plain.startswith("smollm2-135m-instruct@sha256:") and "+" not in plain
+    assert fingerprint_with_dtype(plain, "float32") == plain
+    # Known before any load (the result cache keys on it), from the options alone.
+    half = TransformersJudge("smollm2-135m-instruct", dtype="bfloat16").fingerprint
+    assert half == plain + "+bfloat16"

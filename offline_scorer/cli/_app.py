@@ -27,6 +27,7 @@ from offline_scorer.evals.ray._options import RayOptions
 from offline_scorer.judges._cards import card_summary, list_model_cards
 from offline_scorer.judges._factory import shared_judge
 from offline_scorer.judges._settings import GenerationSettings, JudgeConfig
+from offline_scorer.judges.transformers._loading import pick_device, pick_dtype
 from offline_scorer.pipeline._prompts import DEFAULT_LANGUAGE, LANGUAGES
 from offline_scorer.reports import write_html_report
 from offline_scorer.scorers._modes import ModeOptions
@@ -269,7 +270,19 @@ def _short(value: Any, width: int = 110) -> str:
 @app.command()
 def models(as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
     """List the model cards, whether each is on this machine, its size and checksum."""
-    rows = [card_summary(card) for card in list_model_cards()]
+    device = pick_device("auto")
+    rows = [
+        {
+            **card_summary(card),
+            # What a run with dtype auto uses on this machine (a recommended bfloat16 needs
+            # a CPU with native bfloat16: AVX512-BF16 or AMX).
+            "dtype_here": str(pick_dtype("auto", device, card.recommended_dtype)).removeprefix(
+                "torch."
+            ),
+            "device_here": device,
+        }
+        for card in list_model_cards()
+    ]
     if as_json:
         typer.echo(json.dumps(rows, indent=1))
         return
@@ -283,7 +296,8 @@ def models(as_json: bool = typer.Option(False, "--json", help="Print JSON.")) ->
             where += f" ({row['install']})"
         typer.echo(
             f"{row['name']}  {size}  checksum {row['checksum']}  license {row['license']}  "
-            f"verdicts {row['verdicts']}  extraction {row['extraction']}  {where}"
+            f"verdicts {row['verdicts']}  extraction {row['extraction']}  "
+            f"dtype {row['dtype_here']} on {row['device_here']}  {where}"
         )
 
 

@@ -72,7 +72,7 @@ class GenerationSettings(BaseModel):
     )
     prefix_cache: bool = Field(
         True,
-        description="Compute the system block shared by a step's prompts once per model (loop only).",
+        description="Compute the system block shared by a step's prompts once per model (decode loop and label reads).",
     )
     jump_forward: bool = Field(
         True,

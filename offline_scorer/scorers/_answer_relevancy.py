@@ -36,6 +36,7 @@ from offline_scorer.scorers._common import (
     unique_in_order,
 )
 from offline_scorer.scorers._facts import keep_facts
+from offline_scorer.scorers._judge_reads import reads_judge, relevancy_step
 from offline_scorer.scorers._modes import ModeOptions, Modes
 from offline_scorer.scorers._split import split_answer
 from offline_scorer.scorers._summaries import relevancy_summary
@@ -336,6 +337,8 @@ def _steps(modes: Modes) -> tuple[Any, Any]:
         analyze: Any = PromptStep(
             _render_analyze, schema=_analyze_schema, to_result=_analyze_result
         )
+    elif modes.models is not None and reads_judge(modes.models.models.relevancy):
+        analyze = relevancy_step(modes.models, _verdict)
     elif modes.models is not None:
         analyze = _read_with(modes.models)
     else:

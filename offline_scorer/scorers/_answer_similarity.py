@@ -37,8 +37,9 @@ from offline_scorer.scorers._common import (
     unique_in_order,
 )
 from offline_scorer.scorers._facts import keep_facts
+from offline_scorer.scorers._judge_reads import reads_judge, similarity_step
 from offline_scorer.scorers._modes import ModeOptions, Modes
-from offline_scorer.scorers._similarity_read import read_with, render_label_reads
+from offline_scorer.scorers._similarity_read import analysis_from, read_with, render_label_reads
 from offline_scorer.scorers._similarity_score import (
     expected_similarity_score,
     match_points,
@@ -381,6 +382,13 @@ def _steps(modes: Modes) -> tuple[Any, Any]:
     if modes.verdicts == "generate":
         analyze: Any = PromptStep(
             _render_analyze, schema=_analyze_schema, to_result=_analyze_result
+        )
+    elif modes.models is not None and reads_judge(modes.models.models.similarity):
+        analyze = similarity_step(
+            modes.models,
+            lambda ctx, references, answers, table: analysis_from(
+                ctx.options.points(), references, answers, table
+            ),
         )
     elif modes.models is not None:
         analyze = read_with(modes.models)

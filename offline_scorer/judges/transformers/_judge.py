@@ -47,7 +47,12 @@ from offline_scorer.judges.transformers._decoding import (
     trim_to_sentence,
 )
 from offline_scorer.judges.transformers._labels import score_label_rows
-from offline_scorer.judges.transformers._loading import LoadedModel, shared_model
+from offline_scorer.judges.transformers._loading import (
+    LoadedModel,
+    fingerprint_with_dtype,
+    planned_dtype,
+    shared_model,
+)
 
 
 class TransformersJudge(JudgeBase):
@@ -167,7 +172,11 @@ class TransformersJudge(JudgeBase):
             return self._loaded.fingerprint
         if self._fingerprint is None:
             assert not isinstance(self._reference, LoadedModel)
-            self._fingerprint = model_fingerprint(resolve_model(self._reference))
+            resolved = resolve_model(self._reference)
+            self._fingerprint = fingerprint_with_dtype(
+                model_fingerprint(resolved),
+                planned_dtype(resolved, self._load_options["device"], self._load_options["dtype"]),
+            )
         return self._fingerprint
 
     # ------------------------------------------------------------------ calls
@@ -229,6 +238,8 @@ class TransformersJudge(JudgeBase):
                 loaded,
                 [(item.token_ids, request.labels[item.position]) for item in valid],
                 hidden_state=request.hidden_state,
+                prefixes=loaded.prefixes if self.settings.prefix_cache else None,
+                prefix_lengths=[item.prefix for item in valid],
             )
             for item, (outcome, usage) in zip(valid, outcomes, strict=True):
                 results[item.position] = outcome

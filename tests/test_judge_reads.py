@@ -1,0 +1,137 @@
+"""Verdict models that read the judge: the judge's label reads join the evidence.
+
+The real embedded model stands in for a card's judge: a card named ``reads-test`` (the
+embedded card's weights, a verdict file whose features include ``read_*``) is written to a
+temporary models folder, so the scorers run the whole path - one label read per verdict
+through transformers, the evidence, the fitted regression - with nothing mocked.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from offline_scorer import (
+    TransformersJudge,
+    create_answer_relevancy_scorer,
+    create_answer_similarity_scorer,
+)
+from offline_scorer.judges import _cards
+from offline_scorer.judges.embeddings import shared_embedder
+from offline_scorer.scorers import _verdicts
+from offline_scorer.toolkit import read_features, relevancy_evidence, render_prompt
+
+pytestmark = pytest.mark.slow
+
+ROOT = Path(__file__).resolve().parent.parent
+CARD = "reads-test"
+
+
+def logistic(classes: list[str], features: list[str], weights: list[list[float]]) -> dict:
+    return {
+        "kind": "logistic",
+        "classes": classes,
+        "features": features,
+        "means": [0.0] * len(features),
+        "scales": [1.0] * len(features),
+        "weights": weights,
+        "intercepts": [0.0] * len(classes),
+        "l2": 1.0,
+    }
+
+
+VERDICTS = {
+    "format": "offline-scorer-verdicts/1",
+    "judge": CARD,
+    "embedder": "all-minilm-l6-v2",
+    "scoring": {"relevancy": "expected", "similarity": "expected"},
+    "relevancy": logistic(
+        ["no", "unsure", "yes"],
+        ["cos", "read_yes", "read_no"],
+        [[0.0, 0.0, 0.0], [1.0, 0.5, -0.5], [2.0, 1.5, -1.0]],
+    ),
+    "similarity": logistic(
+        ["missing", "partial", "semantic", "exact"],
+        ["cos", "read_exact", "read_missing"],
+        [[0.0, 0.0, 0.0], [1.0, 0.2, -0.2], [2.0, 0.6, -0.6], [3.0, 1.0, -1.0]],
+    ),
+    "training": {},
+    "slice_check": {},
+}
+
+
+@pytest.fixture
+def reads_card(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
+    models = tmp_path / "models"
+    shutil.copytree(ROOT / "models", models)
+    text = json.dumps(VERDICTS)
+    (models / f"{CARD}.verdicts.json").write_text(text)
+    card = (models / "smollm2-135m-instruct.toml").read_text()
+    card = card.replace('name = "smollm2-135m-instruct"', f'name = "{CARD}"')
+    head, _, tail = card.partition("[verdicts]")
+    tail = tail[tail.index("\n[") :] if "\n[" in tail else ""
+    digest = hashlib.sha256(text.encode()).hexdigest()
+    card = f'{head}[verdicts]\nfile = "{CARD}.verdicts.json"\nsha256 = "{digest}"\n{tail}'
+    (models / f"{CARD}.toml").write_text(card)
+    monkeypatch.setattr(_cards, "data_folder", lambda name: models)
+    monkeypatch.setattr(_verdicts, "data_folder", lambda name: models)
+    return CARD
+
+
+def test_relevancy_reads_each_statement_and_combines_it_with_the_evidence(
+    reads_card: str,
+) -> None:
+    judge = TransformersJudge(reads_card)
+    scorer = create_answer_relevancy_scorer(judge=judge, scale=1)
+    question = "How many legs does a spider have?"
+    answer = "A spider has eight legs. Stock markets fell sharply on Monday."
+    result = scorer.run(input=question, output=answer)
+    statements = result.preprocess_step_result["statements"]
+    assert len(statements) == 2
+    labels_calls = [call for call in judge.call_log if call.kind == "labels"]
+    assert [len(call.items) for call in labels_calls] == [2]  # one read per statement
+    # The verdicts are the fitted model applied to the evidence plus the judge's own read.
+    prompts = [
+        render_prompt("answer-relevancy", "en", "verdict", {"input": question, "statement": s})
+        for s in statements
+    ]
+    reads = [a.value for a in judge.score_labels(prompts, ["yes", "unsure", "no"])]
+    evidence = relevancy_evidence(shared_embedder("all-minilm-l6-v2"), question, statements, answer)
+    model = _verdicts.LogisticModel.model_validate(VERDICTS["relevancy"])
+    for verdict, features, read in zip(
+        result.analyze_step_result["results"], evidence, reads, strict=True
+    ):
+        expected = model.probabilities({**features, **read_features(read.labels, read.logprobs)})
+        assert verdict["probabilities"] == {k: expected[k] for k in ("yes", "unsure", "no")}
+    assert 0.0 <= result.score <= 1.0
+
+
+def test_similarity_reads_every_reference_unit_against_every_answer_unit(
+    reads_card: str,
+) -> None:
+    judge = TransformersJudge(reads_card)
+    scorer = create_answer_similarity_scorer(judge=judge, scale=1)
+    result = scorer.run(
+        input="Capital and river?",
+        output="Paris is the capital of France. The Seine flows through it.",
+        ground_truth="The capital of France is Paris.",
+    )
+    units = result.preprocess_step_result
+    count = len(units["ground_truth_units"]) * len(units["output_units"])
+    assert count == 2
+    labels_calls = [call for call in judge.call_log if call.kind == "labels"]
+    assert [len(call.items) for call in labels_calls] == [count]
+    (match,) = result.analyze_step_result["matches"]
+    assert set(match["probabilities"]) == {"exact", "semantic", "partial", "missing"}
+    assert sum(match["probabilities"].values()) == pytest.approx(1.0, abs=1e-3)
+
+
+def test_read_features_are_log_probabilities_renormalised_over_the_labels() -> None:
+    features = read_features(["yes", "unsure", "no"], [-0.5, -1.5, -40.0])
+    assert features["read_no"] == -12.0  # floored
+    total = sum(2.718281828459045**v for v in (features["read_yes"], features["read_unsure"]))
+    assert total == pytest.approx(1.0, abs=1e-3)
