@@ -136,6 +136,13 @@ def test_score_writes_every_report(scored_run) -> None:  # type: ignore[no-untyp
     assert "<html" in (folder / "report.html").read_text().lower()
     suites = ET.parse(folder / "junit.xml").getroot()
     assert len(suites.findall(".//testcase")) == 5
+    # Loading speaks with one line of ours (what, how, from where), not progress bars.
+    assert "Loading weights" not in result.stderr and "it/s]" not in result.stderr
+    loaded = [line for line in result.stderr.splitlines() if "offline-scorer: Loaded " in line]
+    assert len(loaded) == 1, result.stderr
+    assert (
+        "smollm2-135m-instruct (float32, cpu) from " in loaded[0] and " GB of weights" in loaded[0]
+    )
 
 
 @pytest.mark.slow

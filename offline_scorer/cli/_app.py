@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 from pathlib import Path
 from typing import Any, Literal
 
@@ -303,6 +304,13 @@ def models(as_json: bool = typer.Option(False, "--json", help="Print JSON.")) ->
 
 def main() -> None:
     """Entry point of the ``offline-scorer`` console script."""
+    # What the library logs at INFO (a model loaded or converted: what, from where, how
+    # big) is one line each on stderr; transformers' own progress bars stay off.
+    handler = logging.StreamHandler()
+    handler.setFormatter(logging.Formatter("offline-scorer: %(message)s"))
+    package = logging.getLogger("offline_scorer")
+    package.addHandler(handler)
+    package.setLevel(logging.INFO)
     app(prog_name="offline-scorer")
 
 

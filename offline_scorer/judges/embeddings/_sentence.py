@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict
 from offline_scorer._exceptions import ModelLoadError, UnknownModelError
 from offline_scorer._resources import data_folder
 from offline_scorer.judges._cards import ModelSource, sha256_of, source_path
+from offline_scorer.judges.transformers._loading import quiet_transformers
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -94,8 +95,9 @@ class SentenceEmbedder:
         from transformers import AutoModel, AutoTokenizer
 
         folder = str(Path(weights).parent)
-        self._tokenizer = AutoTokenizer.from_pretrained(folder, local_files_only=True)
-        model = AutoModel.from_pretrained(folder, local_files_only=True, use_safetensors=True)
+        with quiet_transformers():
+            self._tokenizer = AutoTokenizer.from_pretrained(folder, local_files_only=True)
+            model = AutoModel.from_pretrained(folder, local_files_only=True, use_safetensors=True)
         self._model = model.to(self.device).eval()
 
     def embed(self, texts: Sequence[str]) -> list[list[float]]:

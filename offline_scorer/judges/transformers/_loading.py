@@ -54,6 +54,33 @@ from offline_scorer.judges.transformers._loop import PrefixStore
 
 logger = logging.getLogger(__name__)
 
+
+@contextmanager
+def quiet_transformers() -> Iterator[None]:
+    """transformers' own progress bars off for the duration (they would print a bar per
+    load; our one log line says what is loaded, from where and how big)."""
+    from transformers import modeling_gguf_pytorch_utils as gguf_utils
+    from transformers.utils import logging as hf_logging
+
+    was_enabled = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()
+    # The GGUF conversion wraps its tensors in a plain tqdm bar, outside that switch.
+    bar = getattr(gguf_utils, "tqdm", None)
+    if bar is not None:
+        gguf_utils.tqdm = lambda iterable, *args, **kwargs: iterable
+    try:
+        yield
+    finally:
+        if bar is not None:
+            gguf_utils.tqdm = bar
+        if was_enabled:
+            hf_logging.enable_progress_bar()
+
+
+def _folder_bytes(path: Path) -> int:
+    return sum(f.stat().st_size for f in path.glob("*.safetensors"))
+
+
 # --------------------------------------------------------------------------- loading
 
 
@@ -135,6 +162,17 @@ def load_model(
             resolved.path, chosen_device, torch_dtype, trust_remote_code, allow_pickle
         )
         from_cache = False
+    folder = directory if resolved.kind == "gguf" else resolved.path
+    logger.info(
+        "Loaded %s (%s, %s) from %s%s, %.1f GB of weights, in %.1f s",
+        resolved.model_id,
+        str(torch_dtype).removeprefix("torch."),
+        chosen_device,
+        folder,
+        " (converted cache)" if from_cache else "",
+        _folder_bytes(folder) / 1e9,
+        time.perf_counter() - started,
+    )
     if not getattr(tokenizer, "chat_template", None):
         raise ModelLoadError(
             f"The tokenizer of {resolved.path} has no chat template; offline-scorer needs an "
@@ -270,10 +308,11 @@ def _load_directory(
         # Spread a model larger than one GPU over the GPUs, then CPU memory.
         kwargs["device_map"] = "auto"
     try:
-        tokenizer = AutoTokenizer.from_pretrained(
-            path, local_files_only=True, trust_remote_code=trust_remote_code
-        )
-        model = AutoModelForCausalLM.from_pretrained(path, **kwargs)
+        with quiet_transformers():
+            tokenizer = AutoTokenizer.from_pretrained(
+                path, local_files_only=True, trust_remote_code=trust_remote_code
+            )
+            model = AutoModelForCausalLM.from_pretrained(path, **kwargs)
     except Exception as error:
         raise ModelLoadError(f"Could not load the model in {path}: {error}") from error
     if device != "cuda":
@@ -361,7 +400,13 @@ def _convert_gguf(path: Path, sha: str, target: Path, *, source: str | None = No
     target.parent.mkdir(parents=True, exist_ok=True)
     staging = target.parent / f".staging-{sha[:16]}-{uuid.uuid4().hex[:8]}"
     try:
-        with _parse_gguf_once():
+        logger.info(
+            "Converting %s (%.0f MB GGUF) to safetensors in %s: once, on first use",
+            source or path,
+            path.stat().st_size / 1e6,
+            target.parent,
+        )
+        with _parse_gguf_once(), quiet_transformers():
             eos_id = _gguf_eos_id(path)
             try:
                 tokenizer = AutoTokenizer.from_pretrained(
@@ -381,8 +426,9 @@ def _convert_gguf(path: Path, sha: str, target: Path, *, source: str | None = No
         setattr(model, "is_quantized", False)  # noqa: B010
         if hasattr(model.config, "quantization_config"):
             del model.config.quantization_config
-        model.save_pretrained(staging)
-        tokenizer.save_pretrained(staging)
+        with quiet_transformers():
+            model.save_pretrained(staging)
+            tokenizer.save_pretrained(staging)
         sidecar = {"source": source or str(path), "sha256": sha, "gguf_eos_token_id": eos_id}
         (staging / _SIDECAR).write_text(json.dumps(sidecar, indent=2))
         try:
