@@ -439,6 +439,10 @@ def run_peer_child(args: list[str], python: Path) -> dict[str, Any]:
     """
     from benchmarks._peer import peer_environment
 
+    # A relative path (the default .venv-peer/bin/python) means from here: make it absolute
+    # before the child starts elsewhere. Not resolved: a venv's python is a symlink, and
+    # resolving it would run the base interpreter without the venv's packages.
+    python = Path(os.path.abspath(python))
     with tempfile.TemporaryDirectory(prefix="offline-scorer-peer-") as scratch:
         env = peer_environment(scratch)
         # The child starts in the scratch folder: the repository is where `-m` finds it.
