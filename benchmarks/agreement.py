@@ -660,7 +660,9 @@ def build_judge(args: argparse.Namespace) -> Any:
         for name in ("max_new_tokens_json", "max_string_chars", "max_sentences_text", "batch_size")
         if getattr(args, name) is not None
     }
-    judge = TransformersJudge(settings=GenerationSettings(**overrides))
+    judge = TransformersJudge(
+        args.model, settings=GenerationSettings(**overrides), dtype=args.dtype
+    )
     judge.load()
     return judge
 
@@ -732,6 +734,17 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--max-sentences-text", type=int, help="override GenerationSettings.max_sentences_text"
     )
     parser.add_argument("--batch-size", type=int, help="override GenerationSettings.batch_size")
+    parser.add_argument(
+        "--model",
+        default="smollm2-135m-instruct",
+        help="the judge: a model card name (default: the embedded card) or a local path",
+    )
+    parser.add_argument(
+        "--dtype",
+        default="auto",
+        choices=["auto", "float32", "bfloat16", "float16"],
+        help="the judge's dtype (default auto: the card's choice for this machine)",
+    )
     for name, choices in FACTORY_OPTIONS.items():
         parser.add_argument(
             f"--{name}",
