@@ -2,7 +2,7 @@
 
 The real embedded model stands in for a card's judge: a card named ``reads-test`` (the
 embedded card's weights, a verdict file whose features include ``read_*``) is written to a
-temporary models folder, so the scorers run the whole path - one label read per verdict
+temporary models folder and the session's loaded model is presented under that name, so the scorers run the whole path - one label read per verdict
 through transformers, the evidence, the fitted regression - with nothing mocked.
 """
 
@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import shutil
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -82,10 +83,15 @@ def reads_card(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
     return CARD
 
 
+def on_card(judge: TransformersJudge, card: str) -> TransformersJudge:
+    """The session's loaded embedded model, presented as ``card`` (no second load)."""
+    return TransformersJudge(replace(judge.load(), model_id=card))
+
+
 def test_relevancy_reads_each_statement_and_combines_it_with_the_evidence(
-    reads_card: str,
+    reads_card: str, judge: TransformersJudge
 ) -> None:
-    judge = TransformersJudge(reads_card)
+    judge = on_card(judge, reads_card)
     scorer = create_answer_relevancy_scorer(judge=judge, scale=1)
     question = "How many legs does a spider have?"
     answer = "A spider has eight legs. Stock markets fell sharply on Monday."
@@ -111,9 +117,9 @@ def test_relevancy_reads_each_statement_and_combines_it_with_the_evidence(
 
 
 def test_similarity_reads_every_reference_unit_against_every_answer_unit(
-    reads_card: str,
+    reads_card: str, judge: TransformersJudge
 ) -> None:
-    judge = TransformersJudge(reads_card)
+    judge = on_card(judge, reads_card)
     scorer = create_answer_similarity_scorer(judge=judge, scale=1)
     result = scorer.run(
         input="Capital and river?",
