@@ -117,19 +117,18 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     started = time.perf_counter()
     embedder = shared_embedder(fv.EMBEDDER)
-    rel = fv.relevancy_examples()
-    sim = fv.similarity_examples()
+    rel, sim = fv.training_examples(fv.TRAIN)
     Xr, yr = fv.relevancy_matrix(embedder, rel)
     Xs, ys = fv.similarity_matrix(embedder, sim)
     print(f"train features in {time.perf_counter() - started:.0f}s", file=sys.stderr)
     models: dict[str, dict[str, LogisticModel]] = {"relevancy": {}, "similarity": {}}
-    for scorer, X, y, names, classes in (
-        ("relevancy", Xr, yr, fv.REL_FEATURES_ALL, REL_CLASSES),
-        ("similarity", Xs, ys, fv.SIM_FEATURES_ALL, SIM_CLASSES),
+    for scorer, X, y, names, classes, sources in (
+        ("relevancy", Xr, yr, fv.REL_FEATURES_ALL, REL_CLASSES, fv.source_weights(rel)),
+        ("similarity", Xs, ys, fv.SIM_FEATURES_ALL, SIM_CLASSES, fv.source_weights(sim)),
     ):
         for tag, columns in fv.ABLATIONS[scorer].items():
             Xc = X[:, [names.index(c) for c in columns]]
-            weights = fv.balanced_weights(y, len(classes))
+            weights = fv.balanced_weights(y, len(classes)) * sources
             models[scorer][tag] = model_of(
                 fit(Xc, y, columns, classes, l2=fv.L2, sample_weight=weights)
             )

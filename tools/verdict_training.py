@@ -11,6 +11,12 @@ Examples come from ``../shared/train-data/`` only (never eval-data), built deter
   evouna and nq301 answers judged correct (exact when an alias appears, else semantic) or
   incorrect (missing), and SQuAD answer pairs graded 2 / 1 / 0 (exact or semantic /
   partial / missing).
+* whole sentences (:func:`sts_similarity_examples`): SemEval STS pairs, the 0-5 score cut
+  into bands (:data:`STS_BANDS`), so that a reworded sentence with the same content is a
+  match; plus copies of the equivalent pairs with one shared name swapped for another
+  (missing), so that one with a changed entity is not.
+* forum comments (:func:`cqa_relevancy_examples`): SemEval-2016 CQA, Good / Potentially
+  useful / Bad -> yes / unsure / no.
 
 The fit is a multinomial logistic regression with the first class as the reference (its
 weights and intercept fixed at 0, as the scorers read it), on standardised features, with
@@ -26,6 +32,7 @@ from __future__ import annotations
 import hashlib
 import json
 import random
+import re
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
@@ -41,6 +48,7 @@ from offline_scorer.toolkit import (
     content_tokens,
     normalize_tokens,
     split_answer,
+    split_reference,
     token_f1,
 )
 
@@ -319,6 +327,113 @@ def similarity_examples(train: Path = TRAIN, max_evouna: int = 3000) -> list[dic
                 source="sas",
                 reference=ref,
                 answer=ans,
+            )
+        )
+    return out
+
+
+# STS 0-5 -> match type (the SemEval guidelines: 5 completely equivalent; 4 mostly, only
+# unimportant details differ; 3 roughly, some important detail differs or is missing; 2
+# not equivalent but sharing some details; 1 only the same topic; 0 unrelated). Points as
+# a share of exact (1, 0.67, 0.33, -0.13) follow score / 5. The bands between the ranges
+# are left out: their pairs sit between two labels and would only blur the boundary.
+STS_BANDS = (
+    (4.6, 5.0, "exact"),
+    (3.6, 4.4, "semantic"),
+    (2.0, 3.2, "partial"),
+    (0.0, 1.2, "missing"),
+)
+# STS has few pairs that differ only in one entity, and rates those 2-3 (sharing details),
+# where a grader gives no credit ("Milan" for "Rome"). So each equivalent pair (exact or
+# semantic) with a name both sides share also gives a swapped copy: that name in the answer
+# replaced by a name of another pair's reference, labelled missing.
+_NAME = re.compile(r"\b[A-Z][a-z]{2,}\b")
+
+
+def _swapped(example: dict, names: list[str], rng: random.Random) -> dict | None:
+    answer = example["answer_unit"]
+    reference_words = set(normalize_tokens(example["reference"]))
+    shared = [w for w in _NAME.findall(answer) if w.lower() in reference_words]
+    shared = [w for w in shared if w.lower() not in STOP_NAMES]
+    if not shared:
+        return None
+    name = shared[rng.randrange(len(shared))]
+    other = names[rng.randrange(len(names))]
+    if other.lower() in reference_words or other.lower() in normalize_tokens(answer):
+        return None
+    unit = re.sub(rf"\b{name}\b", other, answer)
+    return dict(example, answer_unit=unit, answer=unit, label="missing", source="sts_swap")
+
+
+STOP_NAMES = frozenset(["the", "this", "that", "there", "these", "those", "what", "when"])
+
+
+def sts_label(score: float) -> str | None:
+    """The match type of an STS score, or None in a band left out."""
+    for low, high, label in STS_BANDS:
+        if low <= score <= high:
+            return label
+    return None
+
+
+def sts_similarity_examples(train: Path = TRAIN) -> list[dict]:
+    """Whole-sentence reference x answer examples from SemEval STS pairs (sts_pairs).
+
+    Kept only where the scorer sees the pair as one reference unit and one answer unit (as
+    most STS pairs are), so the features are those of the run-time verdict; labels from
+    :data:`STS_BANDS`, then the equivalent pairs' name-swapped copies (``sts_swap``,
+    missing) after them.
+    """
+    out: list[dict] = []
+    for r in sorted(load(train, "sts_pairs"), key=lambda r: r["id"]):
+        label = sts_label(float(r["human_score"]))
+        references = split_reference(r["ground_truth"])
+        units = split_answer(r["output"])
+        if label is None or len(references) != 1 or len(units) != 1:
+            continue
+        out.append(
+            dict(
+                group="sts:" + qkey(r["ground_truth"]),
+                aliases=aliases_of(references[0]) or [references[0]],
+                answer_unit=units[0],
+                label=label,
+                source="sts",
+                reference=r["ground_truth"],
+                answer=r["output"],
+            )
+        )
+    rng = random.Random(SEED + 3)
+    names = sorted({w for e in out for w in _NAME.findall(e["reference"])} - {""})
+    names = [w for w in names if w.lower() not in STOP_NAMES]
+    swapped = [_swapped(e, names, rng) for e in out if e["label"] in ("exact", "semantic")]
+    return out + [e for e in swapped if e is not None]
+
+
+CQA_LABELS = {"Good": "yes", "PotentiallyUseful": "unsure", "Bad": "no"}
+
+
+def cqa_relevancy_examples(train: Path = TRAIN) -> list[dict]:
+    """Forum question x comment statement examples (semeval2016_cqa_train).
+
+    The label is the comment's: Good -> yes, PotentiallyUseful -> unsure, Bad -> no. The
+    scorer averages its statements' verdicts, so each comment gives one example: one of its
+    statements drawn at random (seeded), an unbiased draw of the statements the average runs
+    over; the whole comment is the statement's context (``answer_cos``).
+    """
+    rng = random.Random(SEED + 2)
+    out: list[dict] = []
+    for r in sorted(load(train, "semeval2016_cqa_train"), key=lambda r: r["id"]):
+        units = split_answer(r["output"])
+        if not units or r["human_label"] not in CQA_LABELS:
+            continue
+        out.append(
+            dict(
+                group="cqa:" + r["meta"]["question_id"],
+                question=r["input"],
+                statement=units[rng.randrange(len(units))],
+                label=CQA_LABELS[r["human_label"]],
+                source="cqa",
+                answer=r["output"],
             )
         )
     return out

@@ -3,7 +3,9 @@
 * :func:`relevancy_features` - question x statement: coverage of the question, novelty,
   answer type (a number for "how many", a name for "who"), refusals, length.
 * :func:`similarity_features` - reference unit x answer unit: token F1, containment both
-  ways, length ratio, numbers one side lacks, negation mismatch, exact equality.
+  ways, length ratio, numbers one side lacks, negation mismatch, exact equality, names
+  (capitalised words) one side lacks, a swapped name (each side has one the other lacks) and
+  an acronym of the other side's names ("UNEP").
 * :func:`similarity_features_aliases` - the same against the best of several aliases.
 
 ``cos`` (a sentence-embedding cosine of the pair) is added as the feature ``cos`` when given.
@@ -162,6 +164,7 @@ _REFUSAL = re.compile(
     re.I,
 )
 _NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
+_CAPITALISED = re.compile(r"\b[A-Z][A-Za-z]+")
 _NUMBER_WORDS = {
     "zero": "0",
     "one": "1",
@@ -231,6 +234,20 @@ def numbers(text: str) -> set[str]:
     for t in normalize_tokens(text):
         if t in _NUMBER_WORDS:
             found.add(_NUMBER_WORDS[t])
+    return found
+
+
+def names(text: str) -> set[str]:
+    """Capitalised non-stopwords ("Rome", "Milan"), as content tokens (lowered, stemmed).
+
+    Sentence-initial words count too: a reference often opens with its entity ("Rome is
+    the capital of Italy."); an opening "The" or "It" is a stopword and drops out.
+    """
+    found = set()
+    for word in _CAPITALISED.findall(text or ""):
+        lowered = word.lower()
+        if lowered not in STOP_WORDS and lowered not in _NUMBER_WORDS:
+            found.add(stem(lowered))
     return found
 
 
@@ -341,9 +358,40 @@ def relevancy_features(question: str, statement: str, cos: float | None = None) 
     return f
 
 
+_ACRONYM = re.compile(r"\b[A-Z]{2,}\b")
+
+
+def _abbreviates(short: str, long: str) -> bool:
+    """Whether ``short`` holds an acronym of capitalised words of ``long`` ("UNEP")."""
+    initials = "".join(word[0] for word in _CAPITALISED.findall(long or ""))
+    return any(acronym in initials for acronym in _ACRONYM.findall(short or ""))
+
+
+def _name_features(reference: str, answer: str) -> dict[str, float]:
+    """A name of one side the other lacks (anywhere, in any case), and both at once.
+
+    "Rome is the capital of Italy." vs "The capital of Italy is Milan.": each side has a
+    name the other lacks, a swapped entity (``name_swap``), which token overlap and the
+    embedding cosine of the pair both miss. An acronym of the other side's names ("UNEP"
+    for "United Nations Environment Programme") is the same name, not a missing one.
+    """
+    ref_tokens, answer_tokens = set(content_tokens(reference)), set(content_tokens(answer))
+    acronym = _abbreviates(answer, reference) or _abbreviates(reference, answer)
+    # a reference name the answer lacks, and an answer name the reference lacks
+    missing_ab = not acronym and bool(names(reference) - answer_tokens)
+    missing_ba = not acronym and bool(names(answer) - ref_tokens)
+    return {
+        "acronym": float(acronym),
+        "name_miss_ab": float(missing_ab),
+        "name_miss_ba": float(missing_ba),
+        "name_swap": float(missing_ab and missing_ba),
+    }
+
+
 def similarity_features(reference: str, answer: str, cos: float | None = None) -> dict[str, float]:
     f = _pair_core(reference or "", answer or "")
     f["ref_len"] = _log_len(reference or "")
+    f.update(_name_features(reference or "", answer or ""))
     if cos is not None:
         f["cos"] = float(cos)
     return f
