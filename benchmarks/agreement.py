@@ -653,7 +653,7 @@ def use_prompt_folder(folder: Path) -> None:
 
 def build_judge(args: argparse.Namespace) -> Any:
     """One TransformersJudge, default settings except the options given."""
-    from offline_scorer import GenerationSettings, TransformersJudge
+    from offline_scorer import CachedJudge, GenerationSettings, TransformersJudge
 
     overrides = {
         name: getattr(args, name)
@@ -661,9 +661,13 @@ def build_judge(args: argparse.Namespace) -> Any:
         if getattr(args, name) is not None
     }
     judge = TransformersJudge(
-        args.model, settings=GenerationSettings(**overrides), dtype=args.dtype
+        args.model, settings=GenerationSettings(**overrides), dtype=args.dtype, threads=args.threads
     )
     judge.load()
+    if args.cache is not None:
+        # Judge calls already made (same model, prompt and settings) come from the file:
+        # a rerun with another verdict model pays only for the reads it has not seen.
+        return CachedJudge(judge, args.cache)
     return judge
 
 
@@ -738,6 +742,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--model",
         default="smollm2-135m-instruct",
         help="the judge: a model card name (default: the embedded card) or a local path",
+    )
+    parser.add_argument("--threads", type=int, help="the judge's CPU threads")
+    parser.add_argument(
+        "--cache",
+        type=Path,
+        help="a result-cache file for the judge's calls (default: none, every call is made)",
     )
     parser.add_argument(
         "--dtype",
