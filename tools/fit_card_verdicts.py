@@ -1,0 +1,269 @@
+"""Fit a card's verdict models on the evidence AND the judge's own reads.
+
+    .venv/bin/python -m tools.fit_card_verdicts --card qwen2.5-coder-1.5b-instruct --cv
+    .venv/bin/python -m tools.fit_card_verdicts --card ... --write   # the card's file
+
+The examples are those ``tools/read_training.py`` read with the card's judge (stored in
+``tools/reads/<card>.jsonl``); their evidence is computed as for the embedded card
+(``tools/fit_verdicts.py``: the same run-time feature code), their reads become features
+with :func:`offline_scorer.toolkit.read_features`. ``--cv`` prints a grouped 5-fold CV
+(folds by question or reference) of each feature set - evidence alone (the embedded card's
+set), the read alone, both, and with the whole-item read when it was stored - overall and
+per source, so what the judge adds is measured before anything is written. ``--write``
+writes ``models/<card>.verdicts.json`` with the chosen sets and records its sha256 in the
+card's ``[verdicts]`` section. Deterministic: the same reads give the same bytes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import re
+import sys
+import time
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from sklearn.metrics import roc_auc_score
+
+from offline_scorer.toolkit import read_features, shared_embedder
+from tools.fit_verdicts import (
+    EMBEDDER,
+    L2,
+    REL_FEATURES,
+    REL_FEATURES_ALL,
+    SIM_FEATURES,
+    SIM_FEATURES_ALL,
+    SOURCE_WEIGHTS,
+    balanced_weights,
+    columns,
+    relevancy_matrix,
+    similarity_matrix,
+    source_weights,
+)
+from tools.read_training import (
+    RELEVANCY_LABELS,
+    SIMILARITY_LABELS,
+    load_reads,
+    pool,
+    reads_path,
+)
+from tools.verdict_training import (
+    REL_CLASSES,
+    SEED,
+    SIM_CLASSES,
+    TRAIN,
+    dumps_params,
+    fit,
+    grouped_cv_proba,
+)
+
+ROOT = Path(__file__).resolve().parent.parent
+MODELS = ROOT / "models"
+SCORING = {"relevancy": "expected", "similarity": "expected"}
+REL_READ = [f"read_{label}" for label in RELEVANCY_LABELS]
+SIM_READ = [f"read_{label}" for label in SIMILARITY_LABELS]
+REL_WHOLE = [f"whole_{label}" for label in RELEVANCY_LABELS]
+SIM_WHOLE = [f"whole_{label}" for label in SIMILARITY_LABELS]
+
+
+def log(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def feature_sets(scorer: str, whole: bool) -> dict[str, list[str]]:
+    evidence = REL_FEATURES if scorer == "relevancy" else SIM_FEATURES
+    read = REL_READ if scorer == "relevancy" else SIM_READ
+    sets = {
+        "evidence (the embedded card's set)": evidence,
+        "judge read only": read,
+        "evidence + judge read": [*evidence, *read],
+    }
+    if whole:
+        extra = REL_WHOLE if scorer == "relevancy" else SIM_WHOLE
+        sets["evidence + judge read + whole-item read"] = [*evidence, *read, *extra]
+    return sets
+
+
+def matrices(
+    card: str, train: Path
+) -> dict[str, tuple[np.ndarray, np.ndarray, list[str], list[str], list[dict[str, Any]]]]:
+    """Per scorer: features (every evidence column, then reads), labels, column names,
+    groups and the examples, for the examples whose pair read is stored."""
+    reads = load_reads(reads_path(card))
+    embedder = shared_embedder(EMBEDDER)
+    out = {}
+    for scorer, examples in pool(train).items():
+        # The embedded card's pool rules: a source weighted 0 is left out.
+        kept = [
+            e
+            for e in examples
+            if (scorer, "pair", e["id"]) in reads and SOURCE_WEIGHTS.get(e["source"], 1.0) > 0
+        ]
+        if not kept:
+            log(f"{scorer}: no pair read stored yet in {reads_path(card)}")
+            continue
+        labels = RELEVANCY_LABELS if scorer == "relevancy" else SIMILARITY_LABELS
+        if scorer == "relevancy":
+            X, y = relevancy_matrix(embedder, kept)
+            names = list(REL_FEATURES_ALL)
+        else:
+            X, y = similarity_matrix(embedder, kept)
+            names = list(SIM_FEATURES_ALL)
+        extra: list[list[float]] = []
+        whole = all((scorer, "whole", e["id"]) in reads for e in kept)
+        for e in kept:
+            pair = reads[(scorer, "pair", e["id"])]
+            row = read_features(labels, [pair[label] for label in labels])
+            values = [row[f"read_{label}"] for label in labels]
+            if whole:
+                item = reads[(scorer, "whole", e["id"])]
+                row = read_features(labels, [item[label] for label in labels])
+                values += [row[f"read_{label}"] for label in labels]
+            extra.append(values)
+        names += [f"read_{label}" for label in labels]
+        if whole:
+            names += [f"whole_{label}" for label in labels]
+        X = np.hstack([X, np.asarray(extra, dtype=np.float64).reshape(len(kept), -1)])
+        out[scorer] = (X, y, names, [e["group"] for e in kept], kept)
+    return out
+
+
+def _score(scorer: str, P: np.ndarray) -> np.ndarray:
+    if scorer == "relevancy":
+        return P[:, 2] + 0.3 * P[:, 1]  # classes no, unsure, yes
+    return P @ np.array([0.0, 0.4, 0.8, 1.2])  # missing, partial, semantic, exact
+
+
+def _auc(labels: np.ndarray, score: np.ndarray) -> float | None:
+    if labels.all() or not labels.any():
+        return None
+    return round(float(roc_auc_score(labels, score)), 4)
+
+
+def cross_validation(data: dict[str, Any]) -> dict[str, Any]:
+    """Grouped 5-fold CV AUC per feature set, overall and per source."""
+    report: dict[str, Any] = {}
+    for scorer, (X, y, names, groups, examples) in data.items():
+        classes = REL_CLASSES if scorer == "relevancy" else SIM_CLASSES
+        positive = (2,) if scorer == "relevancy" else (2, 3)
+        labels = np.isin(y, positive)
+        sources = np.array([e["source"] for e in examples])
+        whole = any(name.startswith("whole_") for name in names)
+        report[scorer] = {"examples": len(y)}
+        for tag, chosen in feature_sets(scorer, whole).items():
+            P = grouped_cv_proba(
+                columns(X, names, chosen),
+                y,
+                groups,
+                chosen,
+                classes,
+                l2=L2,
+                sample_weight=balanced_weights(y, len(classes)) * source_weights(examples),
+            )
+            score = _score(scorer, P)
+            by_source = {
+                source: _auc(labels[sources == source], score[sources == source])
+                for source in sorted(set(sources))
+            }
+            report[scorer][tag] = {"all": _auc(labels, score), **by_source}
+    return report
+
+
+def print_report(report: dict[str, Any]) -> None:
+    for scorer, rows in report.items():
+        tags = [tag for tag in rows if tag != "examples"]
+        columns_ = list(rows[tags[0]])
+        print(f"\n{scorer} ({rows['examples']} examples), grouped 5-fold CV ROC AUC\n")
+        print("| feature set | " + " | ".join(columns_) + " |")
+        print("|---|" + "---:|" * len(columns_))
+        for tag in tags:
+            cells = ["-" if v is None else f"{v:.3f}" for v in rows[tag].values()]
+            print(f"| {tag} | " + " | ".join(cells) + " |")
+
+
+def write(card: str, data: dict[str, Any], chosen: dict[str, list[str]], cv: Any) -> None:
+    fitted = {}
+    counts: dict[str, dict[str, int]] = defaultdict(dict)
+    for scorer, (X, y, names, _groups, examples) in data.items():
+        classes = REL_CLASSES if scorer == "relevancy" else SIM_CLASSES
+        fitted[scorer] = json.loads(
+            dumps_params(
+                fit(
+                    columns(X, names, chosen[scorer]),
+                    y,
+                    chosen[scorer],
+                    classes,
+                    l2=L2,
+                    sample_weight=balanced_weights(y, len(classes)) * source_weights(examples),
+                )
+            )
+        )
+        counts[scorer] = {c: int((y == i).sum()) for i, c in enumerate(classes)}
+    header = json.loads(reads_path(card).read_text(encoding="utf-8").splitlines()[0])
+    document = {
+        "format": "offline-scorer-verdicts/1",
+        "judge": card,
+        "embedder": EMBEDDER,
+        "scoring": SCORING,
+        "relevancy": fitted["relevancy"],
+        "similarity": fitted["similarity"],
+        "training": {
+            "script": "tools/fit_card_verdicts.py",
+            "reads": f"tools/reads/{card}.jsonl (tools/read_training.py, {header['dtype']})",
+            "data": "../shared/train-data; never eval-data",
+            "seed": SEED,
+            "l2": L2,
+            "class_weights": "balanced",
+            "source_weights": dict(sorted(SOURCE_WEIGHTS.items())),
+            "examples": counts,
+            "grouped_cv_auc": cv,
+        },
+        "slice_check": {},
+    }
+    text = json.dumps(document, sort_keys=True, indent=1) + "\n"
+    out = MODELS / f"{card}.verdicts.json"
+    out.write_text(text, encoding="utf-8")
+    digest = hashlib.sha256(text.encode("utf-8")).hexdigest()
+    card_file = MODELS / f"{card}.toml"
+    toml = card_file.read_text(encoding="utf-8")
+    section = f'[verdicts]\nfile = "{out.name}"\nsha256 = "{digest}"\n'
+    if "[verdicts]" in toml:
+        toml = re.sub(r'(\[verdicts\][^\[]*?sha256 = ")[0-9a-f]*(")', rf"\g<1>{digest}\2", toml)
+    else:
+        head, sep, tail = toml.partition("\n[source]")
+        toml = f"{head.rstrip()}\n\n{section}{sep}{tail}"
+    card_file.write_text(toml, encoding="utf-8")
+    print(f"wrote {out} (sha256 {digest}) and its sha256 in {card_file}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--card", default="qwen2.5-coder-1.5b-instruct")
+    parser.add_argument("--train", type=Path, default=TRAIN)
+    parser.add_argument("--cv", action="store_true", help="print the grouped-CV ablation")
+    parser.add_argument("--write", action="store_true", help="write the card's verdict file")
+    args = parser.parse_args(argv)
+    started = time.perf_counter()
+    data = matrices(args.card, args.train)
+    log(
+        f"{', '.join(f'{s}: {len(d[1])} examples' for s, d in data.items())} "
+        f"({time.perf_counter() - started:.0f} s)"
+    )
+    report = cross_validation(data) if args.cv or args.write else None
+    if report is not None:
+        print_report(report)
+    if args.write:
+        chosen = {
+            scorer: feature_sets(scorer, False)["evidence + judge read"]
+            for scorer in ("relevancy", "similarity")
+        }
+        write(args.card, data, chosen, report)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
