@@ -92,14 +92,14 @@ ABLATIONS = {
     },
     "similarity": {
         "lexical": SIM_LEXICAL,
-        "lexical+pair cosine": [*SIM_LEXICAL, "cos"],
+        "lexical+pair cosine (shipped)": [*SIM_LEXICAL, "cos"],
         "lexical+pair cosine+text cosine": [*SIM_LEXICAL, "cos", "text_cos"],
         "lexical+pair cosine+text cosine+text F1": [*SIM_LEXICAL, "cos", "text_cos", "text_f1"],
         "cosines only": ["cos", "text_cos"],
         "whole texts only (cosine, F1)": ["text_cos", "text_f1"],
         "lexical+pair cosine+name swap": [*SIM_LEXICAL, "cos", "name_swap"],
         "lexical+pair cosine+name swap+acronym": [*SIM_LEXICAL, "cos", "name_swap", "acronym"],
-        "lexical+pair cosine+names (miss both ways, swap, acronym) (shipped)": [
+        "lexical+pair cosine+names (miss both ways, swap, acronym)": [
             *SIM_LEXICAL,
             "cos",
             *NAMES,
@@ -109,9 +109,7 @@ ABLATIONS = {
 REL_FEATURES_ALL = [*REL_LEXICAL, "cos", "answer_cos", "is_question"]
 SIM_FEATURES_ALL = [*SIM_LEXICAL, "cos", "text_cos", "text_f1", *NAMES]
 REL_FEATURES = ABLATIONS["relevancy"]["lexical+pair cosine+answer cosine (shipped)"]
-SIM_FEATURES = ABLATIONS["similarity"][
-    "lexical+pair cosine+names (miss both ways, swap, acronym) (shipped)"
-]
+SIM_FEATURES = ABLATIONS["similarity"]["lexical+pair cosine (shipped)"]
 
 
 def log(message: str) -> None:
@@ -129,7 +127,11 @@ def log(message: str) -> None:
 # raised medquad relevancy by 0.04 but lowered TruthfulQA and HaluQuestQA by up to 0.0035,
 # and a change that lowers agreement anywhere does not ship, so the relevancy model stays
 # the one fitted without them.
-SOURCE_WEIGHTS = {"cqa": 0.0, "sts": 0.5, "sts_swap": 0.25}
+# Sentence pairs with the name features, at weights 0.5 / 0.25, raised the 100-row agreement
+# everywhere but nq301's AUC (-0.0008; STS 0.54 -> 0.67, evouna 0.73 -> 0.77), yet on every
+# row of nq301 they lowered its AUC from 0.781 to 0.766: a regression, so they are out of
+# the shipped pool (and the name features out of the shipped set) until that is fixed.
+SOURCE_WEIGHTS = {"cqa": 0.0, "sts": 0.0, "sts_swap": 0.0}
 
 
 def source_weights(examples: list[dict]) -> np.ndarray:
