@@ -63,18 +63,18 @@ def quiet_transformers() -> Iterator[None]:
     from transformers.utils import logging as hf_logging
 
     was_enabled = hf_logging.is_progress_bar_enabled()
-    hf_logging.disable_progress_bar()
+    hf_logging.disable_progress_bar()  # type: ignore[no-untyped-call]
     # The GGUF conversion wraps its tensors in a plain tqdm bar, outside that switch.
     bar = getattr(gguf_utils, "tqdm", None)
     if bar is not None:
-        gguf_utils.tqdm = lambda iterable, *args, **kwargs: iterable
+        setattr(gguf_utils, "tqdm", lambda iterable, *args, **kwargs: iterable)  # noqa: B010
     try:
         yield
     finally:
         if bar is not None:
-            gguf_utils.tqdm = bar
+            setattr(gguf_utils, "tqdm", bar)  # noqa: B010
         if was_enabled:
-            hf_logging.enable_progress_bar()
+            hf_logging.enable_progress_bar()  # type: ignore[no-untyped-call]
 
 
 def _folder_bytes(path: Path) -> int:
