@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict
 from offline_scorer._exceptions import ModelLoadError, UnknownModelError
 from offline_scorer._resources import data_folder
 from offline_scorer.judges._cards import ModelSource, sha256_of, source_path
-from offline_scorer.judges.transformers._loading import quiet_transformers
+from offline_scorer.judges.transformers._quiet import quiet_transformers
 
 if sys.version_info >= (3, 11):
     import tomllib

@@ -51,30 +51,9 @@ from offline_scorer.judges._cards import (
 )
 from offline_scorer.judges._parts import join_parts
 from offline_scorer.judges.transformers._loop import PrefixStore
+from offline_scorer.judges.transformers._quiet import quiet_transformers
 
 logger = logging.getLogger(__name__)
-
-
-@contextmanager
-def quiet_transformers() -> Iterator[None]:
-    """transformers' own progress bars off for the duration (they would print a bar per
-    load; our one log line says what is loaded, from where and how big)."""
-    from transformers import modeling_gguf_pytorch_utils as gguf_utils
-    from transformers.utils import logging as hf_logging
-
-    was_enabled = hf_logging.is_progress_bar_enabled()
-    hf_logging.disable_progress_bar()  # type: ignore[no-untyped-call]
-    # The GGUF conversion wraps its tensors in a plain tqdm bar, outside that switch.
-    bar = getattr(gguf_utils, "tqdm", None)
-    if bar is not None:
-        setattr(gguf_utils, "tqdm", lambda iterable, *args, **kwargs: iterable)  # noqa: B010
-    try:
-        yield
-    finally:
-        if bar is not None:
-            setattr(gguf_utils, "tqdm", bar)  # noqa: B010
-        if was_enabled:
-            hf_logging.enable_progress_bar()  # type: ignore[no-untyped-call]
 
 
 def _folder_bytes(path: Path) -> int:
