@@ -19,18 +19,16 @@ import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from offline_scorer._text import ground_truth_text
 from offline_scorer.judges.embeddings import shared_embedder
 from offline_scorer.pipeline._prompts import render_prompt
 from offline_scorer.pipeline._steps import Parts, PromptStep, Skip, StepContext
-from offline_scorer.scorers._split import aliases_of
+from offline_scorer.scorers._similarity_read import unit_evidence
 from offline_scorer.scorers._verdicts import (
     RELEVANCY_LABELS,
     SIMILARITY_LABELS,
     LogisticModel,
     VerdictModels,
     relevancy_evidence,
-    similarity_evidence,
 )
 
 READ_PREFIX = "read_"
@@ -131,13 +129,7 @@ def similarity_step(
     def merge(ctx: StepContext, parts: list[Any]) -> dict[str, Any]:
         units = ctx.preprocess_result
         references, answers = units["ground_truth_units"], units["output_units"]
-        evidence = similarity_evidence(
-            shared_embedder(models.embedder),
-            [aliases_of(unit) or [unit] for unit in references],
-            answers,
-            ground_truth_text(ctx.ground_truth) or "",
-            ctx.output_text,
-        )
+        evidence = unit_evidence(models, ctx)
         reads = dict(zip(pairs(ctx), parts, strict=True))
         table = [
             [

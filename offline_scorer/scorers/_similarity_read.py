@@ -36,17 +36,23 @@ def read_with(models: VerdictModels) -> Any:
             return {"matches": [], "extra_in_output": [], "contradictions": []}
         table: list[list[dict[str, float]]] = [[] for _ in references]
         if answers:
-            evidence = similarity_evidence(
-                shared_embedder(models.embedder),
-                [aliases_of(unit) or [unit] for unit in references],
-                answers,
-                ground_truth_text(ctx.ground_truth) or "",
-                ctx.output_text,
-            )
+            evidence = unit_evidence(models, ctx)
             table = [[models.models.similarity.probabilities(f) for f in row] for row in evidence]
         return analysis_from(ctx.options.points(), references, answers, table)
 
     return analyze
+
+
+def unit_evidence(models: VerdictModels, ctx: StepContext) -> list[list[dict[str, float]]]:
+    """The evidence of every (reference unit, answer unit) pair of a run."""
+    units = ctx.preprocess_result
+    return similarity_evidence(
+        shared_embedder(models.embedder),
+        [aliases_of(unit) or [unit] for unit in units["ground_truth_units"]],
+        units["output_units"],
+        ground_truth_text(ctx.ground_truth) or "",
+        ctx.output_text,
+    )
 
 
 def analysis_from(
