@@ -24,6 +24,7 @@ from offline_scorer import (
 from offline_scorer.judges import _cards
 from offline_scorer.judges.embeddings import shared_embedder
 from offline_scorer.scorers import _verdicts
+from offline_scorer.scorers._judge_reads import whole_features, whole_reference
 from offline_scorer.toolkit import read_features, relevancy_evidence, render_prompt
 
 pytestmark = pytest.mark.slow
@@ -67,9 +68,14 @@ VERDICTS = {
 
 @pytest.fixture
 def reads_card(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
+    return write_card(tmp_path, monkeypatch, VERDICTS)
+
+
+def write_card(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, verdicts: dict) -> str:
+    """A card named ``reads-test`` with this verdict file, in a temporary models folder."""
     models = tmp_path / "models"
     shutil.copytree(ROOT / "models", models)
-    text = json.dumps(VERDICTS)
+    text = json.dumps(verdicts)
     (models / f"{CARD}.verdicts.json").write_text(text)
     card = (models / "smollm2-135m-instruct.toml").read_text()
     card = card.replace('name = "smollm2-135m-instruct"', f'name = "{CARD}"')
@@ -141,3 +147,66 @@ def test_read_features_are_log_probabilities_renormalised_over_the_labels() -> N
     assert features["read_no"] == -12.0  # floored
     total = sum(2.718281828459045**v for v in (features["read_yes"], features["read_unsure"]))
     assert total == pytest.approx(1.0, abs=1e-3)
+
+
+# Whole-item reads: one read of the whole answer per item, shared by its verdicts.
+WHOLE_ONLY = {
+    **VERDICTS,
+    "relevancy": logistic(
+        ["no", "unsure", "yes"],
+        ["cos", "whole_yes", "whole_no"],
+        [[0.0, 0.0, 0.0], [1.0, 0.5, -0.5], [2.0, 1.5, -1.0]],
+    ),
+    "similarity": logistic(
+        ["missing", "partial", "semantic", "exact"],
+        ["cos", "read_exact", "whole_exact", "whole_missing"],
+        [[0.0, 0.0, 0.0, 0.0], [1.0, 0.1, 0.2, -0.2], [2.0, 0.3, 0.6, -0.6], [3.0, 0.5, 1.0, -1]],
+    ),
+}
+
+
+def test_relevancy_whole_item_read_is_one_read_shared_by_every_statement(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, judge: TransformersJudge
+) -> None:
+    judge = on_card(judge, write_card(tmp_path, monkeypatch, WHOLE_ONLY))
+    scorer = create_answer_relevancy_scorer(judge=judge, scale=1)
+    question = "How many legs does a spider have?"
+    answer = "A spider has eight legs. Stock markets fell sharply on Monday."
+    result = scorer.run(input=question, output=answer)
+    statements = result.preprocess_step_result["statements"]
+    assert len(statements) == 2
+    labels_calls = [call for call in judge.call_log if call.kind == "labels"]
+    assert [len(call.items) for call in labels_calls] == [1]  # the whole answer, once
+    prompt = render_prompt(
+        "answer-relevancy", "en", "verdict", {"input": question, "statement": answer}
+    )
+    (read,) = [a.value for a in judge.score_labels([prompt], ["yes", "unsure", "no"])]
+    whole = whole_features(read.labels, read.logprobs)
+    assert set(whole) == {"whole_yes", "whole_unsure", "whole_no"}
+    evidence = relevancy_evidence(shared_embedder("all-minilm-l6-v2"), question, statements, answer)
+    model = _verdicts.LogisticModel.model_validate(WHOLE_ONLY["relevancy"])
+    verdicts = result.analyze_step_result["results"]
+    for verdict, features in zip(verdicts, evidence, strict=True):
+        expected = model.probabilities({**features, **whole})
+        assert verdict["probabilities"] == {k: expected[k] for k in ("yes", "unsure", "no")}
+    # The statements differ in their evidence, so one shared read still gives two verdicts.
+    assert verdicts[0]["probabilities"] != verdicts[1]["probabilities"]
+
+
+def test_similarity_reads_pairs_and_then_the_whole_reference_against_the_whole_answer(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, judge: TransformersJudge
+) -> None:
+    judge = on_card(judge, write_card(tmp_path, monkeypatch, WHOLE_ONLY))
+    scorer = create_answer_similarity_scorer(judge=judge, scale=1)
+    output = "Paris is the capital of France. The Seine flows through it."
+    reference = "The capital of France is Paris."
+    result = scorer.run(input="Capital and river?", output=output, ground_truth=reference)
+    units = result.preprocess_step_result
+    count = len(units["ground_truth_units"]) * len(units["output_units"])
+    labels_calls = [call for call in judge.call_log if call.kind == "labels"]
+    assert [len(call.items) for call in labels_calls] == [count + 1]
+    assert whole_reference(reference) == reference
+    # A list of references is shown in the alias notation.
+    assert whole_reference(["Paris ", "", "City of Light"]) == "Paris / City of Light"
+    for match in result.analyze_step_result["matches"]:
+        assert sum(match["probabilities"].values()) == pytest.approx(1.0, abs=1e-3)

@@ -1,16 +1,22 @@
 """Verdict models that also read the judge: its label probabilities as evidence.
 
 A card whose judge follows instructions (the Qwen2.5-Coder cards) ships a verdict model
-whose features include the judge's own read of each verdict: the shipped verdict prompt
-(``prompts/<scorer>/<language>/verdict.jinja``) for question x statement or reference unit
-x answer unit, and the log-probability of each label after it, renormalised over the
-labels (``read_<label>``, floored at :data:`LOGPROB_FLOOR`). The fitted regression weighs
+whose features include the judge's own reads, of two kinds, each the shipped verdict prompt
+(``prompts/<scorer>/<language>/verdict.jinja``) followed by the log-probability of each
+label, renormalised over the labels and floored at :data:`LOGPROB_FLOOR`:
+
+* the pair read (``read_<label>``): question x statement, or reference unit x answer unit;
+  one forward pass per verdict;
+* the whole-item read (``whole_<label>``): question x whole answer, or whole reference x
+  whole answer; one forward pass per item, whatever its length, shared by its verdicts.
+
+A model uses either kind or both; a run reads only what its model uses. The fitted regression weighs
 them against the lexical and embedding evidence, so the model's knowledge counts where it
 helps and the cheap evidence where the model is unsure (``tools/fit_card_verdicts.py``
 fits it on train-data reads stored by ``tools/read_training.py``).
 
-Each verdict costs one forward pass over its own tokens (the prompt's system block is
-computed once, see ``judges/transformers/_labels.py``).
+Each read costs one forward pass over its own tokens (the prompt's system block is computed
+once, see ``judges/transformers/_labels.py``).
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from offline_scorer._text import ground_truth_text
 from offline_scorer.judges.embeddings import shared_embedder
 from offline_scorer.pipeline._prompts import render_prompt
 from offline_scorer.pipeline._steps import Parts, PromptStep, Skip, StepContext
@@ -32,6 +39,7 @@ from offline_scorer.scorers._verdicts import (
 )
 
 READ_PREFIX = "read_"
+WHOLE_PREFIX = "whole_"
 # A label the judge all but rules out weighs like this one (the features stay bounded).
 LOGPROB_FLOOR = -12.0
 
@@ -53,19 +61,58 @@ def read_features(labels: Sequence[str], logprobs: Sequence[float]) -> dict[str,
     }
 
 
+def whole_features(labels: Sequence[str], logprobs: Sequence[float]) -> dict[str, float]:
+    """The whole-item read as features: :func:`read_features` named ``whole_<label>``."""
+    return {
+        WHOLE_PREFIX + name.removeprefix(READ_PREFIX): value
+        for name, value in read_features(labels, logprobs).items()
+    }
+
+
 def reads_judge(model: LogisticModel) -> bool:
-    """Whether a fitted model needs the judge's reads."""
+    """Whether a fitted model needs the judge's reads (of either kind)."""
+    return _pair_reads(model) or _whole_read(model)
+
+
+def _pair_reads(model: LogisticModel) -> bool:
     return any(name.startswith(READ_PREFIX) for name in model.features)
 
 
+def _whole_read(model: LogisticModel) -> bool:
+    return any(name.startswith(WHOLE_PREFIX) for name in model.features)
+
+
+def whole_reference(ground_truth: Any) -> str:
+    """The reference as the whole-item read shows it: the text, or a list of alternative
+    references joined with `` / `` (the alias notation of ``_split.aliases_of``)."""
+    if isinstance(ground_truth, list) and all(isinstance(item, str) for item in ground_truth):
+        return " / ".join(item.strip() for item in ground_truth if item.strip())
+    return ground_truth_text(ground_truth) or ""
+
+
+def _split_reads(
+    model: LogisticModel, parts: list[Any], labels: Sequence[str]
+) -> tuple[list[Any], dict[str, float]]:
+    """The pair reads and the whole-item read's features of a step's parts (the whole
+    read, when the model uses one, is the last part)."""
+    if not _whole_read(model):
+        return parts, {}
+    whole = parts[-1]
+    return parts[:-1], whole_features(labels, whole.logprobs)
+
+
 def relevancy_step(models: VerdictModels, verdict: Callable[[dict[str, float]], Any]) -> Any:
-    """The analyze step: one read per statement, combined with the evidence."""
+    """The analyze step: the reads the model uses (one per statement, one of the whole
+    answer), combined with the evidence."""
     model = models.models.relevancy
 
     def render(ctx: StepContext) -> Any:
         statements = ctx.preprocess_result["statements"]
         if not statements:
             return Skip({"results": []})
+        shown = statements if _pair_reads(model) else []
+        if _whole_read(model):
+            shown = [*shown, ctx.output_text]
         prompts = [
             render_prompt(
                 "answer-relevancy",
@@ -73,7 +120,7 @@ def relevancy_step(models: VerdictModels, verdict: Callable[[dict[str, float]], 
                 "verdict",
                 {"input": ctx.input_text, "statement": statement},
             )
-            for statement in statements
+            for statement in shown
         ]
         return Parts(prompts=prompts, merge=merge)
 
@@ -82,10 +129,13 @@ def relevancy_step(models: VerdictModels, verdict: Callable[[dict[str, float]], 
         evidence = relevancy_evidence(
             shared_embedder(models.embedder), ctx.input_text, statements, ctx.output_text
         )
+        reads, whole = _split_reads(model, parts, RELEVANCY_LABELS)
         results = []
-        for features, scores in zip(evidence, parts, strict=True):
-            features = {**features, **read_features(scores.labels, scores.logprobs)}
-            results.append(verdict(model.probabilities(features)))
+        for index, features in enumerate(evidence):
+            if reads:
+                scores = reads[index]
+                features = {**features, **read_features(scores.labels, scores.logprobs)}
+            results.append(verdict(model.probabilities({**features, **whole})))
         return {"results": results}
 
     return PromptStep(render, labels=RELEVANCY_LABELS)
@@ -97,12 +147,15 @@ def similarity_step(
         [StepContext, list[str], list[str], list[list[dict[str, float]]]], dict[str, Any]
     ],
 ) -> Any:
-    """The analyze step: one read per (reference unit, answer unit), with the evidence;
+    """The analyze step: the reads the model uses (one per (reference unit, answer unit),
+    one of the whole reference against the whole answer), with the evidence;
     ``analysis(context, references, answers, table)`` turns the probability table (one row
     per reference unit, one cell per answer unit) into matches."""
     model = models.models.similarity
 
     def pairs(ctx: StepContext) -> list[tuple[int, int]]:
+        if not _pair_reads(model):
+            return []
         units = ctx.preprocess_result
         return [
             (i, j)
@@ -124,20 +177,28 @@ def similarity_step(
             )
             for i, j in pairs(ctx)
         ]
+        if _whole_read(model):
+            shown = {
+                "ground_truth_unit": whole_reference(ctx.ground_truth),
+                "output": ctx.output_text,
+            }
+            prompts.append(render_prompt("answer-similarity", ctx.language, "verdict", shown))
         return Parts(prompts=prompts, merge=merge)
 
     def merge(ctx: StepContext, parts: list[Any]) -> dict[str, Any]:
         units = ctx.preprocess_result
         references, answers = units["ground_truth_units"], units["output_units"]
         evidence = unit_evidence(models, ctx)
-        reads = dict(zip(pairs(ctx), parts, strict=True))
+        pair_parts, whole = _split_reads(model, parts, SIMILARITY_LABELS)
+        reads = dict(zip(pairs(ctx), pair_parts, strict=True))
+
+        def features(i: int, j: int, cell: dict[str, float]) -> dict[str, float]:
+            if (i, j) in reads:
+                cell = {**cell, **read_features(reads[i, j].labels, reads[i, j].logprobs)}
+            return {**cell, **whole}
+
         table = [
-            [
-                model.probabilities(
-                    {**features, **read_features(reads[i, j].labels, reads[i, j].logprobs)}
-                )
-                for j, features in enumerate(row)
-            ]
+            [model.probabilities(features(i, j, cell)) for j, cell in enumerate(row)]
             for i, row in enumerate(evidence)
         ]
         return analysis(ctx, references, answers, table)
