@@ -59,3 +59,35 @@ def test_shards_read_with_another_dtype_do_not_merge(
     reads_path("c", 0).write_text(json.dumps({"card": "c", "dtype": "bfloat16"}) + "\n")
     with pytest.raises(SystemExit, match="read differently"):
         merge("c")
+
+
+def test_whole_item_reads_follow_the_stored_pair_reads() -> None:
+    chosen = {
+        "relevancy": [
+            {"id": key, "rank": rank, "source": "a"} for rank, key in enumerate(["x", "y", "z"])
+        ]
+    }
+    done = {("relevancy", "pair", "x"), ("relevancy", "pair", "z"), ("relevancy", "whole", "z")}
+    todo = list(read_training._todo(chosen, ["whole"], done))
+    # y has no pair read (a whole read alone would be unusable), z's whole read is stored.
+    assert [(kind, e["id"]) for _, kind, e in todo] == [("whole", "x")]
+    both = list(read_training._todo(chosen, ["pair", "whole"], done))
+    assert [(kind, e["id"]) for _, kind, e in both] == [
+        ("pair", "y"),
+        ("whole", "x"),
+        ("whole", "y"),
+    ]
+
+
+@pytest.mark.slow
+def test_the_stored_reads_refit_the_shipped_card_verdicts_number_for_number() -> None:
+    """The 1.5B card's verdict file comes from the stored reads and the shipped feature sets
+    (tools/fit_card_verdicts.py; all-MiniLM-L6-v2 computes the evidence, no judge runs)."""
+    from tools.fit_card_verdicts import MODELS, fitted_models, matrices, shipped_sets
+
+    card = "qwen2.5-coder-1.5b-instruct"
+    shipped = json.loads((MODELS / f"{card}.verdicts.json").read_text(encoding="utf-8"))
+    refit = fitted_models(matrices(card, read_training.TRAIN), shipped_sets())
+    assert refit == {scorer: shipped[scorer] for scorer in ("relevancy", "similarity")}
+    assert any(name.startswith("read_") for name in refit["relevancy"]["features"])
+    assert any(name.startswith("whole_") for name in refit["similarity"]["features"])

@@ -167,8 +167,17 @@ def _todo(
             key=lambda entry: (entry[0], entry[1], entry[2]["id"]),
         )
         for _, scorer, example in ranked:
-            if (scorer, kind, example["id"]) not in done:
-                yield scorer, kind, example
+            if (scorer, kind, example["id"]) in done:
+                continue
+            # A whole-item read is a further feature of an example whose verdict is read:
+            # read it only where the pair read is stored or read in this run.
+            if (
+                kind == "whole"
+                and "pair" not in kinds
+                and (scorer, "pair", example["id"]) not in done
+            ):
+                continue
+            yield scorer, kind, example
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -180,6 +189,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--per-stratum", type=int, default=PER_STRATUM)
     parser.add_argument("--kinds", nargs="+", default=["pair", "whole"])
     parser.add_argument("--limit", type=int, default=None, help="stop after this many reads")
+    parser.add_argument(
+        "--skip-sources",
+        nargs="*",
+        default=[],
+        help="read no example of these sources (e.g. those the fit leaves out: cqa sts sts_swap)",
+    )
     parser.add_argument(
         "--worker",
         default=None,
@@ -194,7 +209,10 @@ def main(argv: list[str] | None = None) -> int:
     worker, workers = (int(v) for v in args.worker.split("/")) if args.worker else (None, 1)
     out = reads_path(args.card, worker)
     out.parent.mkdir(parents=True, exist_ok=True)
-    chosen = {scorer: sample(rows, args.per_stratum) for scorer, rows in pool(args.train).items()}
+    chosen = {
+        scorer: [e for e in sample(rows, args.per_stratum) if e["source"] not in args.skip_sources]
+        for scorer, rows in pool(args.train).items()
+    }
     done = set(load_reads(reads_path(args.card)))
     todo = list(_todo(chosen, args.kinds, done))
     if worker is not None:
