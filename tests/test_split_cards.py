@@ -29,6 +29,7 @@ from offline_scorer.judges._cards import (
 )
 from offline_scorer.judges.transformers import _loading
 from offline_scorer.judges.transformers._loading import converted_models_dir, load_model
+from offline_scorer.scorers._verdicts import load_verdict_models
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -248,7 +249,15 @@ def test_the_shipped_qwen_cards_are_consistent(
         assert part.module == part.package.replace("-", "_")
         assert re.fullmatch(rf".+-part{number}", part.package)
         assert part.file == f"data/part{number:02d}.bin"
-    assert card.license == "Apache-2.0" and card.verdicts is None
+    assert card.license == "Apache-2.0"
+    if name == "qwen2.5-coder-1.5b-instruct":
+        # Its verdict model reads the judge; loading it checks the file's sha256.
+        models = load_verdict_models(card).models
+        assert any(f.startswith("read_") for f in models.relevancy.features)
+        assert any(f.startswith("whole_") for f in models.similarity.features)
+        assert card.extraction == "split"  # the verdict model was fitted on split units
+    else:
+        assert card.verdicts is None
     assert source.install == f'pip install "offline-scorer[{extra}]"'
     with (ROOT / "pyproject.toml").open("rb") as handle:
         extras = tomllib.load(handle)["project"]["optional-dependencies"]
@@ -267,3 +276,23 @@ def test_a_split_card_loads_through_the_library(
     assert [p.name for p in converted_models_dir().iterdir()] == [EMBEDDED.source.sha256]
     assert not list(converted_models_dir().rglob("*.gguf"))
     assert load_model(CARD).from_converted_cache
+
+
+def test_a_card_verdict_file_that_does_not_match_its_checksum_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from offline_scorer.scorers import _verdicts
+
+    card = get_model_card("qwen2.5-coder-1.5b-instruct")
+    assert card.verdicts is not None
+    folder = tmp_path / "models"
+    shutil.copytree(_cards.data_folder("models"), folder)
+    path = folder / card.verdicts.file
+    path.write_text(path.read_text(encoding="utf-8").replace('"l2"', '"l2" ', 1), encoding="utf-8")
+    monkeypatch.setattr(_verdicts, "data_folder", lambda name: folder)
+    _verdicts._load.cache_clear()  # a file loaded before is remembered by name and sha256
+    try:
+        with pytest.raises(ModelLoadError, match="do not match the sha256 in the card"):
+            load_verdict_models(card)
+    finally:
+        _verdicts._load.cache_clear()
