@@ -76,3 +76,29 @@ def test_the_card_runs_in_the_dtype_this_cpu_supports(qwen: TransformersJudge) -
     loaded = qwen.load()
     assert loaded.dtype in {"float32", "bfloat16"}
     assert qwen.fingerprint.endswith("+bfloat16") == (loaded.dtype == "bfloat16")
+
+
+def test_the_cards_default_scorers_on_obvious_rows(qwen: TransformersJudge) -> None:
+    """The shipped verdict model (evidence + the judge's reads) with the card's defaults."""
+    from offline_scorer import create_answer_relevancy_scorer, create_answer_similarity_scorer
+
+    relevancy = create_answer_relevancy_scorer(judge=qwen)
+    similarity = create_answer_similarity_scorer(judge=qwen)
+    france = "What is the capital of France?"
+    paraphrase = similarity.run(
+        input=france,
+        output="The capital of France is Paris.",
+        ground_truth="Paris is the capital of France.",
+    )
+    wrong = similarity.run(
+        input="What is the capital of Italy?",
+        output="The capital of Italy is Milan.",
+        ground_truth="Rome is the capital of Italy.",
+    )
+    # Measured 0.93 and 0.46 (the issue's target for the wrong capital, 0.35, is not met).
+    assert paraphrase.score >= 0.85 and wrong.score <= paraphrase.score - 0.3
+    on_topic = relevancy.run(input=france, output="Paris.")
+    off_topic = relevancy.run(
+        input="How do I boil an egg?", output="Stock markets fell sharply on Monday."
+    )
+    assert on_topic.score >= 0.85 and off_topic.score <= 0.3
