@@ -84,10 +84,19 @@ def test_the_stored_reads_refit_the_shipped_card_verdicts_number_for_number() ->
     """The 1.5B card's verdict file comes from the stored reads and the shipped feature sets
     (tools/fit_card_verdicts.py; all-MiniLM-L6-v2 computes the evidence, no judge runs)."""
     from tools.fit_card_verdicts import MODELS, fitted_models, matrices, shipped_sets
+    from tools.fit_verdicts import differences
 
     card = "qwen2.5-coder-1.5b-instruct"
     shipped = json.loads((MODELS / f"{card}.verdicts.json").read_text(encoding="utf-8"))
     refit = fitted_models(matrices(card, read_training.TRAIN), shipped_sets())
-    assert refit == {scorer: shipped[scorer] for scorer in ("relevancy", "similarity")}
+    # Features, classes and structure exactly; coefficients to 1e-3 of their size: the
+    # solver stops at its tolerance, and another processor's arithmetic moves the sixth
+    # digit (CI's machine did), which moves no verdict.
+    wanted = {scorer: shipped[scorer] for scorer in ("relevancy", "similarity")}
+    assert differences(wanted, refit, rel=1e-3) == []
+    # ...and a coefficient moved by 1% is still caught.
+    moved = json.loads(json.dumps(wanted))
+    moved["similarity"]["weights"][1][0] *= 1.01
+    assert len(differences(moved, refit, rel=1e-3)) == 1
     assert any(name.startswith("read_") for name in refit["relevancy"]["features"])
     assert any(name.startswith("whole_") for name in refit["similarity"]["features"])

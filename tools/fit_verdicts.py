@@ -210,16 +210,18 @@ def slice_of(examples: list[dict]) -> list[dict]:
     return examples[::SLICE_EVERY]
 
 
-def differences(shipped: Any, refit: Any, where: str = "") -> list[str]:
+def differences(shipped: Any, refit: Any, where: str = "", rel: float = 0.0) -> list[str]:
     """Where two fitted-model documents differ, value for value (numbers as written).
 
     The models are all that matters: a number, a class or a feature name that differs is
-    listed with both values; an empty list means the refit gives the same numbers.
+    listed with both values; an empty list means the refit gives the same numbers. ``rel``
+    lets two numbers differ by that fraction of the larger one (0: exactly as written); a
+    solver stopped at its tolerance moves the sixth digit from one processor to another.
     """
     if isinstance(shipped, dict) and isinstance(refit, dict):
         found = [f"{where}.{key}: only in one of them" for key in sorted(shipped.keys() ^ refit)]
         for key in sorted(shipped.keys() & refit.keys()):
-            found += differences(shipped[key], refit[key], f"{where}.{key}")
+            found += differences(shipped[key], refit[key], f"{where}.{key}", rel)
         return found
     if isinstance(shipped, list) and isinstance(refit, list):
         if len(shipped) != len(refit):
@@ -227,12 +229,15 @@ def differences(shipped: Any, refit: Any, where: str = "") -> list[str]:
         return [
             line
             for i, (a, b) in enumerate(zip(shipped, refit, strict=True))
-            for line in differences(a, b, f"{where}[{i}]")
+            for line in differences(a, b, f"{where}[{i}]", rel)
         ]
     if type(shipped) is not type(refit) and not (
         isinstance(shipped, int | float) and isinstance(refit, int | float)
     ):
         return [f"{where}: {shipped!r} in the file, {refit!r} refitted"]
+    numbers = isinstance(shipped, float | int) and not isinstance(shipped, bool)
+    if numbers and abs(shipped - refit) <= rel * max(abs(shipped), abs(refit)):
+        return []
     return [] if shipped == refit else [f"{where}: {shipped!r} in the file, {refit!r} refitted"]
 
 
