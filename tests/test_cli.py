@@ -15,6 +15,7 @@ import sys
 import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -43,6 +44,20 @@ def run_cli(
         timeout=timeout,
         env={**os.environ, **(env or {})},
     )
+
+
+def run_in_process(*args: str) -> Any:
+    """The same command run by its app in this process (typer's test runner).
+
+    For runs whose point is neither the entry point nor a signal: the command and its exit
+    status are the same, without a new interpreter importing torch and loading the model
+    again (the app shares the session's loaded model).
+    """
+    from typer.testing import CliRunner
+
+    from offline_scorer.cli import app
+
+    return CliRunner().invoke(app, list(args))
 
 
 def dataset(tmp_path: Path, rows: list[dict[str, object]] = ROWS, name: str = "data.jsonl") -> Path:
@@ -150,11 +165,15 @@ def test_threshold_exit_status_from_cached_answers(scored_run) -> None:  # type:
     folder, data, cache, _ = scored_run
     common = ["score", str(data), "--batch-size", "1", "--cache-path", str(cache), "--summary"]
     # The "empty" row always scores 0, so the mean over 5 rows is at most 0.8.
-    cannot_pass = run_cli(*common, str(folder / "s1.json"), "--threshold", "answer-relevancy=0.9")
-    can_pass = run_cli(*common, str(folder / "s2.json"), "--threshold", "answer-relevancy=0")
-    assert cannot_pass.returncode == 1, cannot_pass.stderr
+    # In this process: the exit status is the app's (the entry point passes it on, as the
+    # other tests here show), and every answer comes from the cache.
+    cannot_pass = run_in_process(
+        *common, str(folder / "s1.json"), "--threshold", "answer-relevancy=0.9"
+    )
+    can_pass = run_in_process(*common, str(folder / "s2.json"), "--threshold", "answer-relevancy=0")
+    assert cannot_pass.exit_code == 1, cannot_pass.output
     assert "FAIL" in cannot_pass.stdout and "verdict: failed" in cannot_pass.stdout
-    assert can_pass.returncode == 0, can_pass.stderr
+    assert can_pass.exit_code == 0, can_pass.output
     summary = json.loads((folder / "s2.json").read_text())
     assert summary["cache_misses"] == 0 and summary["cache_hits"] > 0  # no model call at all
 
@@ -201,14 +220,25 @@ def _wait_for_cached_calls(cache: Path, process: subprocess.Popen[bytes], count:
     return finished
 
 
+# The resumed run scores these cases of cases.RELEVANCY_CASES, so that the session's one
+# uninterrupted batch of every case (conftest's generated_relevancy) is the run it must
+# equal. Three rows, seven judge calls ("empty" has only its reason, the others three
+# each), are enough: SIGTERM lands once the first row is done and the second has begun
+# (call 2), SIGKILL three calls later (call 5), and two calls remain for the resumed run.
+RESUME_CASES = ("empty", "relevant", "off_topic")
+
+
 @pytest.mark.slow
 def test_interrupted_and_killed_runs_resume_from_cache_with_identical_results(
-    scored_run,
-    session_cache: Path,  # type: ignore[no-untyped-def]
+    tmp_path: Path,
+    session_cache: Path,
+    generated_relevancy,  # type: ignore[no-untyped-def]
 ) -> None:
-    folder, data, _, _ = scored_run
-    cache = folder / "resume.sqlite"
-    out = folder / "resumed.jsonl"
+    from cases import RELEVANCY_CASES
+
+    data = dataset(tmp_path, [{"id": name, **RELEVANCY_CASES[name]} for name in RESUME_CASES])
+    cache = tmp_path / "resume.sqlite"
+    out = tmp_path / "resumed.jsonl"
     args = [
         "score",
         str(data),
@@ -219,8 +249,8 @@ def test_interrupted_and_killed_runs_resume_from_cache_with_identical_results(
         "--out",
         str(out),
         "-q",
-        # Generated verdicts: three judge calls per item, slow enough to interrupt midway
-        # (read verdicts make one call per item and finish these five rows in seconds).
+        # Generated verdicts: three judge calls per answered item, slow enough to interrupt
+        # midway (read verdicts make one call per item and finish these rows in seconds).
         "--verdicts",
         "generate",
         "--extraction",
@@ -229,18 +259,18 @@ def test_interrupted_and_killed_runs_resume_from_cache_with_identical_results(
     env = {**os.environ, "OFFLINE_SCORER_CACHE": str(session_cache)}
 
     # SIGTERM (like Ctrl-C) once the second item's first judge call is cached: the first
-    # item (three calls) has then finished and been handed to the writer, so it must be in
-    # the output (waiting for only three calls raced the writer). Exit 130, finished items
-    # written whole.
+    # item has then finished and been handed to the writer, so it must be in the output
+    # (waiting only for the first item's own calls raced the writer). Exit 130, finished
+    # items written whole.
     process = subprocess.Popen(
         [*CLI, *args], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
     )
-    first = _wait_for_cached_calls(cache, process, 4)
+    first = _wait_for_cached_calls(cache, process, 2)
     process.send_signal(signal.SIGTERM)
     _, stderr = process.communicate(timeout=120)
     assert process.returncode == 130, stderr
     partial = [json.loads(line) for line in out.read_text().splitlines()]
-    assert 1 <= len(partial) < 5 and first >= 3
+    assert 1 <= len(partial) < len(RESUME_CASES) and first >= 2
 
     # SIGKILL a second run part-way: nothing of it is written, but its judge calls are cached.
     out.unlink()
@@ -252,21 +282,14 @@ def test_interrupted_and_killed_runs_resume_from_cache_with_identical_results(
     process.wait()
     assert second >= first and not out.exists()
 
-    resumed = run_cli(
-        *args,
-        "--summary",
-        str(folder / "resumed-summary.json"),
-        env={"OFFLINE_SCORER_CACHE": str(session_cache)},
-    )
-    assert resumed.returncode == 0, resumed.stderr
-    summary = json.loads((folder / "resumed-summary.json").read_text())
+    # The resumed run needs no signal: it runs in this process, on the session's model.
+    resumed = run_in_process(*args, "--summary", str(tmp_path / "resumed-summary.json"))
+    assert resumed.exit_code == 0, resumed.output
+    summary = json.loads((tmp_path / "resumed-summary.json").read_text())
     assert summary["cache_hits"] >= second  # finished calls were not recomputed
     again = [json.loads(line) for line in out.read_text().splitlines()]
-    uninterrupted = folder / "uninterrupted.jsonl"
-    plain = [a if a != str(out) else str(uninterrupted) for a in args if a != str(cache)]
-    plain[plain.index("--cache-path")] = "--no-cache"
-    done = run_cli(*plain, env={"OFFLINE_SCORER_CACHE": str(session_cache)})
-    assert done.returncode == 0, done.stderr
-    fresh = [json.loads(line) for line in uninterrupted.read_text().splitlines()]
-    pick = lambda rows: [(r["item_id"], r["score"], r["reason"]) for r in rows]  # noqa: E731
-    assert pick(again) == pick(fresh)
+    # The uninterrupted run: the same rows, scorer and model in one batch, no cache at all.
+    fresh, _ = generated_relevancy
+    assert [(r["item_id"], r["score"], r["reason"]) for r in again] == [
+        (name, fresh[name].score, fresh[name].reason) for name in RESUME_CASES
+    ]

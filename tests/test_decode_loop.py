@@ -61,15 +61,24 @@ def _judge(judge: TransformersJudge, **settings: Any) -> TransformersJudge:
 PLAIN = {"decoder": "loop", "prefix_cache": False, "jump_forward": False}
 
 
-def test_the_loop_equals_generate_on_the_same_prompts(judge: TransformersJudge) -> None:
+@pytest.fixture(scope="module")
+def plain_answers(judge: TransformersJudge) -> tuple[list[Any], list[Any]]:
+    """The plain loop's JSON and text answers to the prompts: the baseline that both the
+    comparison with ``generate`` and the one with the prefix cache are held to, decoded
+    once for the module (each test used to decode exactly this again for itself)."""
+    by_loop = _judge(judge, **PLAIN)
+    return by_loop.generate_json(_prompts(), Check), by_loop.generate_text(_prompts())
+
+
+def test_the_loop_equals_generate_on_the_same_prompts(
+    judge: TransformersJudge, plain_answers: tuple[list[Any], list[Any]]
+) -> None:
     prompts = _prompts()
     by_generate = _judge(judge, decoder="generate")
-    by_loop = _judge(judge, **PLAIN)
+    json_loop, text_loop = plain_answers
 
     json_generate = by_generate.generate_json(prompts, Check)
-    json_loop = by_loop.generate_json(prompts, Check)
     text_generate = by_generate.generate_text(prompts)
-    text_loop = by_loop.generate_text(prompts)
 
     assert [a.value for a in json_loop] == [a.value for a in json_generate]
     assert [a.value for a in text_loop] == [a.value for a in text_generate]
@@ -80,10 +89,12 @@ def test_the_loop_equals_generate_on_the_same_prompts(judge: TransformersJudge) 
     assert all(isinstance(a.value, Check) for a in json_loop)
 
 
-def test_prefix_cached_and_uncached_outputs_are_equal(judge: TransformersJudge) -> None:
+def test_prefix_cached_and_uncached_outputs_are_equal(
+    judge: TransformersJudge, plain_answers: tuple[list[Any], list[Any]]
+) -> None:
     prompts = _prompts()
     loaded = judge.load()
-    uncached = values(_judge(judge, **PLAIN).generate_json(prompts, Check))
+    uncached = values(plain_answers[0])
     hits_before = loaded.prefixes.hits + loaded.prefixes.misses
     cached_judge = _judge(judge, decoder="loop", prefix_cache=True, jump_forward=False)
     cached = values(cached_judge.generate_json(prompts, Check))
@@ -92,7 +103,7 @@ def test_prefix_cached_and_uncached_outputs_are_equal(judge: TransformersJudge) 
     assert cached == uncached
     # The system block was really taken from the store: one entry serves every row.
     assert loaded.prefixes.hits + loaded.prefixes.misses > hits_before
-    assert again == values(_judge(judge, **PLAIN).generate_text(prompts))
+    assert again == values(plain_answers[1])
 
 
 def test_jump_forward_takes_forced_tokens_and_changes_nothing(judge: TransformersJudge) -> None:
@@ -132,10 +143,14 @@ def test_scores_and_reasons_equal_generate_end_to_end(judge: TransformersJudge) 
         {"input": "Which planet is the red planet?", "output": "Jupiter.", "ground_truth": "Mars."}
     ]
     outcomes = []
+    # JSON strings capped at 16 tokens (64 by default) on both sides: the model writes its
+    # units as long strings that the scorer then replaces by the texts themselves. Both
+    # decoders still choose every token and take the forced close at the cap, with about a
+    # third fewer decoding steps.
     for settings in ({"decoder": "generate"}, {}):
         scorer = get_scorer(
             "answer-similarity",
-            judge=_judge(judge, **settings),
+            judge=_judge(judge, max_string_tokens=16, **settings),
             verdicts="generate",
             extraction="model",
         )

@@ -7,8 +7,6 @@ file, the MiniLM embedder from its wheel and the embedded judge through transfor
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -180,21 +178,25 @@ def test_splitter_keeps_sentences_and_numbers_whole() -> None:
 
 
 @pytest.mark.slow
-def test_fit_tool_reproduces_the_shipped_slice_number_for_number() -> None:
-    """The fit tool, rerun today on the file's slice, writes the numbers the file holds."""
+def test_fit_tool_reproduces_the_shipped_slice_number_for_number(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The fit tool, rerun today on the file's slice, writes the numbers the file holds.
+
+    Its ``main`` runs in this process, as ``python -m tools.fit_verdicts --check-slice``
+    runs it: the same code and numbers, without a second interpreter importing torch and
+    loading the sentence embedder again (the session's shared embedder serves it).
+    """
     train = ROOT.parent / "shared" / "train-data"
     if not (train / "INDEX.md").is_file():  # CI and the dev machine have it beside the clone
         pytest.skip(f"the training pool is not at {train}: the slice cannot be refitted here")
+    from tools.fit_verdicts import main
+
     shipped = ROOT / "models" / "smollm2-135m-instruct.verdicts.json"
-    completed = subprocess.run(
-        [sys.executable, "-m", "tools.fit_verdicts", "--check-slice"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert completed.returncode == 0, completed.stdout + completed.stderr
-    assert f"identical to {shipped}" in completed.stdout, completed.stdout
+    status = main(["--check-slice"])
+    printed = capsys.readouterr()
+    assert status == 0, printed.out + printed.err
+    assert f"identical to {shipped}" in printed.out, printed.out
 
 
 def without_reason(scorer):  # type: ignore[no-untyped-def]
