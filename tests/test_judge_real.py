@@ -12,8 +12,10 @@ from pydantic import BaseModel, Field
 
 from offline_scorer import (
     CachedJudge,
+    ConfigurationError,
     ContextLengthError,
     GenerationSettings,
+    JudgeConfig,
     JudgeOutputError,
     RecordingJudge,
     ReplayJudge,
@@ -261,6 +263,69 @@ def test_reads_from_the_shared_system_block_equal_full_reads(judge: Transformers
             assert a == pytest.approx(b, abs=3e-4)
         # The system block (dozens of tokens) is not run again for each verdict.
         assert shared.usage.prompt_tokens < alone.usage.prompt_tokens - 30
+
+
+def test_reads_run_alone_on_a_cpu_and_stacked_on_an_accelerator_by_default() -> None:
+    settings = GenerationSettings(batch_size=6)
+    assert settings.reads_per_pass("cpu") == 1
+    assert settings.reads_per_pass("cuda:0") == settings.reads_per_pass("mps") == 6
+    forced = GenerationSettings(batch_size=6, read_batch_size=3)
+    assert forced.reads_per_pass("cpu") == forced.reads_per_pass("cuda") == 3
+    with pytest.raises(ConfigurationError, match="read_batch_size"):
+        JudgeConfig.from_options(read_batch_size=0)
+
+
+def test_batched_reads_equal_one_by_one_reads(judge: TransformersJudge) -> None:
+    """Reads stacked into passes of 4 rows (sorted by length, left-padded after the cached
+    system block) give each read's log-probabilities as a pass of its own gives them, to
+    the rounding stated: at most one unit of the 4th decimal apart, the same labels and the
+    same most likely label; the hidden state too, to 1e-3. And they really share passes."""
+    from offline_scorer.toolkit import render_prompt
+
+    pairs = (
+        ("Who wrote Hamlet?", "Shakespeare wrote it around 1600."),
+        ("How do I boil an egg?", "Stock markets fell sharply on Monday."),
+        (
+            "Why is the sky blue?",
+            "Air scatters blue light more than red light, so the sky "
+            "looks blue in the day and red or orange near sunset, when light crosses more air.",
+        ),
+        ("What is 2 + 2?", "4."),
+        ("Where is Lima?", "Lima is the capital of Peru, on the Pacific coast."),
+        ("Can cats see in the dark?", "Cats see well in dim light but not in total darkness."),
+    )
+    prompts = [
+        render_prompt("answer-relevancy", "en", "verdict", {"input": q, "statement": s})
+        for q, s in pairs
+    ]
+    prompts = [
+        [*prompt[:-1], {"role": "assistant", "content": '{"result":"'}] for prompt in prompts
+    ]
+    loaded = judge.load()
+    alone = TransformersJudge(loaded, settings=GenerationSettings(read_batch_size=1))
+    stacked = TransformersJudge(loaded, settings=GenerationSettings(read_batch_size=4))
+    alone.score_labels(prompts[:1], RELEVANCE)  # the system block is in the store from here
+    passes: list[int] = []
+    hook = loaded.model.register_forward_hook(
+        lambda _module, _args, kwargs, _output: passes.append(kwargs["input_ids"].shape[0]),
+        with_kwargs=True,
+    )
+    try:
+        one_by_one = alone.score_labels(prompts, RELEVANCE, hidden_state=True)
+        alone_passes, passes[:] = list(passes), []
+        batched = stacked.score_labels(prompts, RELEVANCE, hidden_state=True)
+    finally:
+        hook.remove()
+    # Six rows: one pass each alone; 4 + 2 stacked (the system block is a cached prefix).
+    assert alone_passes == [1] * 6 and sorted(passes) == [2, 4]
+    for single, many in zip(one_by_one, batched, strict=True):
+        assert single.value.labels == many.value.labels
+        for a, b in zip(single.value.logprobs, many.value.logprobs, strict=True):
+            assert abs(a - b) <= 1e-4 + 1e-9
+        argmax = lambda v: max(range(len(v)), key=v.__getitem__)  # noqa: E731
+        assert argmax(single.value.logprobs) == argmax(many.value.logprobs)
+        assert single.value.hidden == pytest.approx(many.value.hidden, abs=1e-3)
+        assert many.usage.prompt_tokens == single.usage.prompt_tokens
 
 
 def test_a_prompt_too_long_for_the_context_is_an_error_in_the_list(

@@ -94,6 +94,11 @@ def score(
         envvar="OFFLINE_SCORER_JUDGE_BATCH_SIZE",
         help=_described(GenerationSettings, "batch_size"),
     ),
+    read_batch_size: int | None = typer.Option(
+        None,
+        envvar="OFFLINE_SCORER_READ_BATCH_SIZE",
+        help=_described(GenerationSettings, "read_batch_size"),
+    ),
     language: str = typer.Option(
         DEFAULT_LANGUAGE, envvar="OFFLINE_SCORER_LANGUAGE", help=" or ".join(LANGUAGES) + "."
     ),
@@ -176,6 +181,7 @@ def score(
                 dtype=dtype,
                 threads=threads,
                 batch_size=judge_batch_size,
+                read_batch_size=read_batch_size,
                 allow_pickle=allow_pickle,
                 trust_remote_code=trust_remote_code,
             ),

@@ -62,6 +62,14 @@ class GenerationSettings(BaseModel):
         description="Prompts per forward pass; larger batches use more memory. None: the "
         f"model card's recommended_batch_size ({FALLBACK_BATCH_SIZE} for a model without one).",
     )
+    read_batch_size: int | None = Field(
+        None,
+        ge=1,
+        le=1024,
+        description="Label reads per forward pass, sorted by length (reads sharing a system "
+        "block). None: 1 on the CPU, where a read alone gives the same numbers to the last bit "
+        "whatever else is scored; batch_size on an accelerator.",
+    )
     decoder: Literal["loop", "generate"] = Field(
         "loop",
         description=(
@@ -90,6 +98,12 @@ class GenerationSettings(BaseModel):
     def prompts_per_pass(self) -> int:
         """``batch_size`` once resolved (:meth:`for_card`); the fallback before that."""
         return self.batch_size or FALLBACK_BATCH_SIZE
+
+    def reads_per_pass(self, device_type: str) -> int:
+        """``read_batch_size`` on a device of this type (``"cpu"``, ``"cuda"``, ...)."""
+        if self.read_batch_size is not None:
+            return self.read_batch_size
+        return 1 if device_type.split(":")[0] == "cpu" else self.prompts_per_pass
 
     def cache_key_part(self) -> dict[str, object]:
         """The settings that change what a model answers, for result-cache keys."""

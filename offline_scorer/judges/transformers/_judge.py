@@ -240,6 +240,7 @@ class TransformersJudge(JudgeBase):
                 hidden_state=request.hidden_state,
                 prefixes=loaded.prefixes if self.settings.prefix_cache else None,
                 prefix_lengths=[item.prefix for item in valid],
+                rows_per_pass=self.settings.reads_per_pass(loaded.device),
             )
             for item, (outcome, usage) in zip(valid, outcomes, strict=True):
                 results[item.position] = outcome

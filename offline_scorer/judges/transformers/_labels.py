@@ -7,11 +7,15 @@ tokens: its tokens but the last are appended to the prompt, and the same forward
 every position's distribution. Labels whose appended tokens are a prefix of another label's
 share that label's row, so most prompts need one row.
 
-Each row goes through the model alone: a prompt pass is compute-bound, so stacking rows
-gains little on a CPU, and a row alone is computed the same way whatever else is being
-scored (stacked rows change the shapes of the matrix products, and with them the last
-bits of the results: measured 4e-5 in a log-probability). Only the last positions' logits
-are computed. Values are rounded to ``LOGPROB_DIGITS`` decimals.
+**Rows per pass.** With ``rows_per_pass`` 1 each row goes through the model alone, so a
+row is computed the same way whatever else is being scored, to the last bit. With more,
+rows that share a system block are sorted by the length of their own tokens and stacked,
+left-padded, into passes of that many rows: fewer, larger matrix products, which an
+accelerator needs to be busy. Stacked rows change the shapes of the matrix products, and
+with them the last bits of the results (a few 1e-5 in a log-probability; the rounding
+below can then differ by one in the last decimal; ``tests/test_judge_real.py`` states the
+bound). Only the last positions' logits are computed. Values are rounded to
+``LOGPROB_DIGITS`` decimals.
 
 **A shared prefix is computed once.** A step's prompts share their system block; when a
 store of prefixes is given (the judge's, see ``_loop.py``), a row whose system block is at
@@ -95,6 +99,7 @@ def score_label_rows(
     hidden_state: bool = False,
     prefixes: PrefixStore | None = None,
     prefix_lengths: Sequence[int] | None = None,
+    rows_per_pass: int = 1,
 ) -> list[tuple[LabelScores | BaseException, ItemUsage]]:
     """Score each request's labels; one (scores or error, usage) per request, in order.
 
@@ -107,6 +112,7 @@ def score_label_rows(
         prefixes: the store of shared prefixes; None computes every prompt in full.
         prefix_lengths: per prompt, how many leading ids are its system block (the part
             shared with the other prompts of its step); used only with ``prefixes``.
+        rows_per_pass: most rows in one forward pass (1: every row alone).
     """
     tokenizer = loaded.tokenizer
     lengths = list(prefix_lengths or [0] * len(requests))
@@ -119,10 +125,16 @@ def score_label_rows(
     rows = [row for plan in plans for row in plan.rows]
     logprobs: dict[int, Any] = {}
     seconds: dict[int, float] = {}
-    for index, row in enumerate(rows):
+    for chunk in _passes(rows, rows_per_pass):
         began = time.perf_counter()
-        _run(loaded, [row], [index], logprobs, hidden_state, prefixes)
-        seconds[row.request] = seconds.get(row.request, 0.0) + time.perf_counter() - began
+        _run(loaded, [rows[i] for i in chunk], chunk, logprobs, hidden_state, prefixes)
+        took = time.perf_counter() - began
+        # A pass's time is shared by its rows in proportion to the tokens each ran.
+        own = {i: len(rows[i].token_ids) - rows[i].prefix for i in chunk}
+        total = sum(own.values()) or 1
+        for i in chunk:
+            request = rows[i].request
+            seconds[request] = seconds.get(request, 0.0) + took * own[i] / total
     results: list[tuple[LabelScores | BaseException, ItemUsage]] = []
     offset = 0
     for index, plan in enumerate(plans):
@@ -153,6 +165,24 @@ def score_label_rows(
     return results
 
 
+def _passes(rows: Sequence[_Row], size: int) -> list[list[int]]:
+    """Row indexes grouped into forward passes of at most ``size`` rows.
+
+    Rows of one pass share their cached prefix (the same system block, or none); within a
+    group they are sorted by the number of tokens they run, so a pass pads little.
+    """
+    if size <= 1:
+        return [[index] for index in range(len(rows))]
+    groups: dict[tuple[int, ...], list[int]] = {}
+    for index, row in enumerate(rows):
+        groups.setdefault(tuple(row.token_ids[: row.prefix]), []).append(index)
+    passes = []
+    for members in groups.values():
+        members.sort(key=lambda i: len(rows[i].token_ids) - rows[i].prefix)
+        passes += [members[start : start + size] for start in range(0, len(members), size)]
+    return passes
+
+
 def _label_logprob(table: Any, row: _Row, label_tokens: tuple[int, ...]) -> float:
     """Sum of the label's token log-probs; ``table[k]`` is the distribution after k appended."""
     total = 0.0
@@ -172,8 +202,8 @@ def _run(
     """One forward pass; per row, the log-prob vectors after 0..len(appended) tokens (and
     the hidden state at the prompt's last token when asked)."""
     try:
-        if len(rows) == 1 and rows[0].prefix and prefixes is not None:
-            tables = [_forward_from_prefix(loaded, rows[0], prefixes, hidden_state)]
+        if rows[0].prefix and prefixes is not None:
+            tables = _forward_from_prefix(loaded, rows, prefixes, hidden_state)
         else:
             tables = _forward(loaded, rows, hidden_state)
     except OfflineScorerError:
@@ -238,32 +268,54 @@ def _forward(
 
 
 def _forward_from_prefix(
-    loaded: LoadedModel, row: _Row, prefixes: PrefixStore, hidden_state: bool = False
-) -> tuple[torch.Tensor, list[float] | None]:
-    """One row's tables, its first ``row.prefix`` tokens taken from the prefix store."""
+    loaded: LoadedModel, rows: list[_Row], prefixes: PrefixStore, hidden_state: bool = False
+) -> list[tuple[torch.Tensor, list[float] | None]]:
+    """The rows' tables, their common first ``prefix`` tokens taken from the prefix store.
+
+    The rows are laid out as ``[prefix | padding | own tokens]``, the padding masked and
+    positions counted per row, as in the decode loop; a row alone has no padding.
+    """
     import torch
 
     model = cast(Any, loaded.model)
-    head = tuple(row.token_ids[: row.prefix])
-    tail = row.token_ids[row.prefix :]
-    keep = len(row.appended) + 1
-    cache = new_cache(model, len(row.token_ids))
-    if cache is None or len(tail) < keep:
-        return _forward(loaded, [_Row(row.request, row.token_ids, row.appended)], hidden_state)[0]
+    length = rows[0].prefix
+    head = tuple(rows[0].token_ids[:length])
+    tails = [row.token_ids[length:] for row in rows]
+    keep = max(len(row.appended) for row in rows) + 1
+    width = max(len(tail) for tail in tails)
+    cache = new_cache(model, length + width)
+    if cache is None or any(len(tail) < len(row.appended) + 1 for row, tail in zip(rows, tails)):
+        plain = [_Row(row.request, row.token_ids, row.appended) for row in rows]
+        return _forward(loaded, plain, hidden_state)
     for layer, (keys, values) in zip(cache.layers, prefixes.get(model, head), strict=True):
-        layer.preload(keys, values, 1)
+        layer.preload(keys, values, len(rows))
+    tokenizer = loaded.tokenizer
+    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+    ids = torch.full((len(rows), width), pad_id, dtype=torch.long)
+    mask = torch.ones((len(rows), length + width), dtype=torch.long)
+    positions = torch.full((len(rows), width), length, dtype=torch.long)
+    for index, tail in enumerate(tails):
+        ids[index, width - len(tail) :] = torch.tensor(tail, dtype=torch.long)
+        mask[index, length : length + width - len(tail)] = 0
+        positions[index, width - len(tail) :] = torch.arange(length, length + len(tail))
+    padded = bool((mask == 0).any())
     device = model.device
     with torch.inference_mode():
         output = model(
-            input_ids=torch.tensor([tail], dtype=torch.long, device=device),
-            position_ids=torch.arange(row.prefix, len(row.token_ids), device=device)[None],
+            input_ids=ids.to(device),
+            attention_mask=mask.to(device) if padded else None,
+            position_ids=positions.to(device),
             cache=cache,
             use_cache=True,
             logits_to_keep=keep,
             output_hidden_states=hidden_state,
         )
         logprobs = torch.log_softmax(output.logits.float(), dim=-1).cpu()
-    hidden = None
-    if hidden_state:
-        hidden = output.hidden_states[-1][0, -keep].float().cpu().tolist()
-    return logprobs[0], hidden
+    tables = []
+    for index, row in enumerate(rows):
+        count = len(row.appended) + 1
+        hidden = None
+        if hidden_state:
+            hidden = output.hidden_states[-1][index, -count].float().cpu().tolist()
+        tables.append((logprobs[index, keep - count : keep], hidden))
+    return tables
