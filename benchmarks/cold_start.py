@@ -4,7 +4,7 @@ Run it with ``make bench`` or ``.venv/bin/python -m benchmarks.cold_start [--rep
 It prints a Markdown table and writes ``benchmarks/results/cold_start.json`` (git-ignored).
 
 What is measured: the wall time of ``offline-scorer score ONE_ITEM.jsonl --no-cache -q``
-(answer relevancy, embedded model, one short item), each run a separate process started
+(answer relevancy, the embedded model or ``--model`` in ``--dtype``, one short item), each run a separate process started
 by this script, timed from just before the process starts until it has exited:
 
 * *first run*: ``OFFLINE_SCORER_CACHE`` points at a new, empty folder, so the embedded
@@ -48,9 +48,11 @@ def cli() -> str:
     return str(path)
 
 
-def run_once(label: str, data: Path, cache: Path, use_result_cache: bool) -> dict[str, Any]:
+def run_once(
+    label: str, data: Path, cache: Path, use_result_cache: bool, model: list[str]
+) -> dict[str, Any]:
     """Start one CLI process, wait for it, and return its wall time and peak RSS."""
-    command = [cli(), "score", str(data), "-q", "--out", str(cache / f"{label}.jsonl")]
+    command = [cli(), "score", str(data), "-q", "--out", str(cache / f"{label}.jsonl"), *model]
     command.append("--cache" if use_result_cache else "--no-cache")
     env = {**os.environ, "OFFLINE_SCORER_CACHE": str(cache)}
     log = cache / f"{label}.log"
@@ -79,7 +81,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--repeats", type=int, default=1, help="fresh cache folders to try")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
+    parser.add_argument("--model", default=None, help="a model card (default: the embedded one)")
+    parser.add_argument("--dtype", default=None, help="passed to the CLI's --dtype")
     args = parser.parse_args()
+    model = [*(["--model", args.model] if args.model else [])]
+    model += ["--dtype", args.dtype] if args.dtype else []
 
     labels = ("first run", "second run", "second run, result cached")
     rows: dict[str, list[dict[str, Any]]] = {label: [] for label in labels}
@@ -95,11 +101,12 @@ def main() -> None:
                     data,
                     cache,
                     use_result_cache=label.endswith("cached"),
+                    model=model,
                 )
                 # The cached row needs a result in the cache: the run before it wrote none
                 # (--no-cache), so it fills the cache first and is timed the second time.
                 if label.endswith("cached"):
-                    result = run_once("cached-again", data, cache, use_result_cache=True)
+                    result = run_once("cached-again", data, cache, True, model)
                 result["label"] = label
                 rows[label].append(result)
                 print(f"  {label}: {result['wall_seconds']:.1f} s", file=sys.stderr)
@@ -113,7 +120,9 @@ def main() -> None:
         table.append(f"| {label} | {wall:.1f} | {len(runs)} | {runs[0]['status']} | {rss:.2f} |")
     report = {
         "command": " ".join([Path(sys.executable).name, *sys.argv]),
-        "cli": "offline-scorer score one.jsonl -q --no-cache (answer relevancy, 1 item)",
+        "cli": "offline-scorer score one.jsonl -q --no-cache "
+        + " ".join(model)
+        + " (answer relevancy, 1 item)",
         "date": time.strftime("%Y-%m-%d %H:%M:%S"),
         "machine": {"platform": platform.platform(), "cpus": os.cpu_count()},
         "summary": summary,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 import socket
 from pathlib import Path
@@ -263,6 +264,48 @@ def test_reads_from_the_shared_system_block_equal_full_reads(judge: Transformers
             assert a == pytest.approx(b, abs=3e-4)
         # The system block (dozens of tokens) is not run again for each verdict.
         assert shared.usage.prompt_tokens < alone.usage.prompt_tokens - 30
+
+
+def test_a_bfloat16_load_keeps_a_bfloat16_copy_and_no_float32_one(
+    judge: TransformersJudge, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The converted cache holds the dtype the model runs in: a bfloat16 load of the
+    embedded GGUF, in a fresh cache folder, writes a bfloat16 copy of half the float32
+    copy's size, holding the float32 weights rounded to bfloat16, and no float32 copy; the
+    next bfloat16 load reads that copy. (The session's float32 copy is the comparison.)"""
+    import torch
+    from safetensors import safe_open
+
+    from offline_scorer.judges._cards import get_model_card
+    from offline_scorer.judges.transformers._gguf import converted_folder
+
+    float32_folder = judge.load().model.name_or_path
+    sha = get_model_card("smollm2-135m-instruct").source.sha256
+    assert sha is not None
+    monkeypatch.setenv("OFFLINE_SCORER_CACHE", str(tmp_path))
+    first = load_model("smollm2-135m-instruct", dtype="bfloat16")
+    folder = converted_folder(sha, "bfloat16")
+    assert first.dtype == "bfloat16" and not first.from_converted_cache
+    assert folder.name == f"{sha}+bfloat16" and (folder / "offline_scorer.json").is_file()
+    assert not converted_folder(sha).exists()  # no float32 copy beside it
+    assert json.loads((folder / "offline_scorer.json").read_text())["dtype"] == "bfloat16"
+    sizes = [
+        sum(f.stat().st_size for f in Path(place).glob("*.safetensors"))
+        for place in (folder, float32_folder)
+    ]
+    assert 0.45 < sizes[0] / sizes[1] < 0.55
+    with (
+        safe_open(next(folder.glob("*.safetensors")), "pt") as half,
+        safe_open(next(Path(float32_folder).glob("*.safetensors")), "pt") as full,
+    ):
+        names = sorted(half.keys())
+        assert names == sorted(full.keys())
+        for name in names:
+            tensor = half.get_tensor(name)
+            assert tensor.dtype == torch.bfloat16, name
+            assert torch.equal(tensor, full.get_tensor(name).to(torch.bfloat16)), name
+    again = load_model("smollm2-135m-instruct", dtype="bfloat16")
+    assert again.from_converted_cache and again.fingerprint == first.fingerprint
 
 
 def test_reads_run_alone_on_a_cpu_and_stacked_on_an_accelerator_by_default() -> None:

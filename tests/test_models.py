@@ -13,7 +13,7 @@ from offline_scorer.judges._cards import (
     get_model_card,
     resolve_model,
 )
-from offline_scorer.judges.transformers._loading import _converted_gguf, converted_models_dir
+from offline_scorer.judges.transformers._gguf import _converted_gguf, converted_models_dir
 
 
 def test_embedded_card_is_known_and_installed() -> None:

@@ -27,8 +27,9 @@ from offline_scorer.judges._cards import (
     model_fingerprint,
     resolve_model,
 )
-from offline_scorer.judges.transformers import _loading
-from offline_scorer.judges.transformers._loading import converted_models_dir, load_model
+from offline_scorer.judges.transformers import _gguf
+from offline_scorer.judges.transformers._gguf import converted_models_dir
+from offline_scorer.judges.transformers._loading import load_model
 from offline_scorer.scorers._verdicts import load_verdict_models
 
 if sys.version_info >= (3, 11):
@@ -124,15 +125,17 @@ def test_joining_verifies_converts_once_and_keeps_no_joined_copy(
     monkeypatch.setenv("OFFLINE_SCORER_CACHE", str(tmp_path / "cache"))
     conversions: list[str] = []
 
-    def fake_convert(path: Path, sha: str, target: Path, *, source: str | None = None) -> None:
+    def fake_convert(
+        path: Path, sha: str, target: Path, *, dtype: object, source: str | None = None
+    ) -> None:
         assert path.suffix == ".gguf" and path.is_file()
         assert hashlib.sha256(path.read_bytes()).hexdigest() == sha == EMBEDDED.source.sha256
         conversions.append(str(source))
         target.mkdir(parents=True)
         (target / "offline_scorer.json").write_text("{}")
 
-    monkeypatch.setattr(_loading, "_convert_gguf", fake_convert)
-    target, existed = _loading._converted_gguf(resolve_model(CARD))
+    monkeypatch.setattr(_gguf, "_convert_gguf", fake_convert)
+    target, existed = _gguf._converted_gguf(resolve_model(CARD))
     assert not existed and target == converted_models_dir() / EMBEDDED.source.sha256
     assert conversions == [f"model card {CARD} (joined parts)"]
     assert sorted(p.name for p in converted_models_dir().iterdir()) == [target.name]
@@ -141,8 +144,8 @@ def test_joining_verifies_converts_once_and_keeps_no_joined_copy(
     def no_join(*args: object, **kwargs: object) -> None:
         raise AssertionError("the parts were read again")
 
-    monkeypatch.setattr(_loading, "join_parts", no_join)
-    assert _loading._converted_gguf(resolve_model(CARD)) == (target, True)
+    monkeypatch.setattr(_gguf, "join_parts", no_join)
+    assert _gguf._converted_gguf(resolve_model(CARD)) == (target, True)
     assert len(conversions) == 1
 
 
@@ -179,7 +182,7 @@ def test_a_corrupted_part_fails_the_join_and_leaves_nothing(
     part.write_bytes(bytes(data))
     resolved = resolve_model(CARD)
     with pytest.raises(ModelLoadError, match="is corrupt") as caught:
-        _loading._converted_gguf(resolved)
+        _gguf._converted_gguf(resolved)
     assert_names_the_part(caught, 2)
     assert list(converted_models_dir().iterdir()) == []
     assert card_status(get_model_card(CARD)).checksum == "mismatch"

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from offline_scorer import ModelLoadError, TransformersJudge, load_model
-from offline_scorer.judges.transformers._loading import converted_models_dir
+from offline_scorer.judges.transformers._gguf import converted_models_dir
 
 BLOCK_NETWORK_AND_RUN_CLI = """
 import socket, sys

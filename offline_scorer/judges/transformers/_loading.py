@@ -7,29 +7,17 @@ asks a model hub for anything: every load is ``local_files_only``.
 
 from __future__ import annotations
 
-import json
 import logging
 import os
-import shutil
-import sys
 import threading
 import time
-import uuid
 import warnings
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
-from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from offline_scorer._exceptions import ModelLoadError
-from offline_scorer.judges._settings import Device, DType, cache_dir
-
-if sys.version_info >= (3, 11):
-    pass
-else:  # pragma: no cover - exercised on Python 3.10 only
-    pass
+from offline_scorer.judges._settings import Device, DType
 
 if TYPE_CHECKING:
     import torch
@@ -39,17 +27,17 @@ import psutil
 
 from offline_scorer._offline import force_offline
 from offline_scorer.judges._cards import (
-    _SIDECAR,
     DEFAULT_MODEL,
     ModelCard,
     ResolvedModel,
     _check_hf_directory,
     model_fingerprint,
     resolve_model,
-    sha256_of,
-    split_file,
 )
-from offline_scorer.judges._parts import join_parts
+from offline_scorer.judges.transformers._gguf import (
+    _check_eos_against_sidecar,
+    _converted_gguf,
+)
 from offline_scorer.judges.transformers._loop import PrefixStore
 from offline_scorer.judges.transformers._quiet import quiet_transformers
 
@@ -124,7 +112,7 @@ def load_model(
     recommended = resolved.card.recommended_dtype if resolved.card is not None else "auto"
     torch_dtype = pick_dtype(dtype, chosen_device, recommended)
     if resolved.kind == "gguf":
-        directory, from_cache = _converted_gguf(resolved)
+        directory, from_cache = _converted_gguf(resolved, torch_dtype)
         model, tokenizer = _load_directory(
             directory, chosen_device, torch_dtype, trust_remote_code=False, allow_pickle=False
         )
@@ -304,186 +292,3 @@ def _context_length(model: PreTrainedModel, card: ModelCard | None) -> int:
     if card is not None:
         return card.context_length
     return int(getattr(model.config, "max_position_embeddings", 2048))
-
-
-# --------------------------------------------------------------------------- GGUF
-
-
-def converted_models_dir() -> Path:
-    """Folder holding safetensors copies of GGUF files, one sub-folder per file sha256."""
-    return cache_dir() / "converted"
-
-
-def _converted_gguf(resolved: ResolvedModel) -> tuple[Path, bool]:
-    """Verify a GGUF file and return (safetensors copy, whether the copy already existed)."""
-    if resolved.parts:
-        return _converted_split_gguf(resolved)
-    path = resolved.path
-    sha = sha256_of(path)
-    card = resolved.card
-    if card is not None and card.source.sha256 and sha != card.source.sha256:
-        raise ModelLoadError(
-            f"Checksum mismatch for {path}: sha256 is {sha}, model card '{card.name}' expects "
-            f"{card.source.sha256}. The file is corrupt or was replaced; reinstall it"
-            + (f" ({card.source.install})." if card.source.install else ".")
-        )
-    target = converted_models_dir() / sha
-    if (target / _SIDECAR).is_file():
-        return target, True
-    _convert_gguf(path, sha, target)
-    return target, False
-
-
-def _converted_split_gguf(resolved: ResolvedModel) -> tuple[Path, bool]:
-    """The safetensors copy of a card split across packages, joined and converted once.
-
-    Once a converted copy exists its pieces are not read again (resolution already checked
-    that each is installed and of the right size). Otherwise the pieces are streamed into
-    one .gguf in a staging folder of the converted cache, each piece's and the whole file's
-    sha256 checked on the way; that file is converted, then deleted: the pieces and the
-    converted copy are all that stay on disk.
-    """
-    card = resolved.card
-    assert card is not None and card.source.sha256 is not None
-    assert card.source.size_bytes is not None
-    sha = card.source.sha256
-    target = converted_models_dir() / sha
-    if (target / _SIDECAR).is_file():
-        return target, True
-    joining = converted_models_dir() / f".joining-{sha[:16]}-{uuid.uuid4().hex[:8]}"
-    joined = joining / Path(card.source.file).name
-    try:
-        started = time.perf_counter()
-        join_parts(
-            split_file(card), resolved.parts, joined, size=card.source.size_bytes, sha256=sha
-        )
-        logger.info(
-            "Joined %d parts of %s in %.1f s",
-            len(resolved.parts),
-            card.name,
-            time.perf_counter() - started,
-        )
-        _convert_gguf(joined, sha, target, source=f"model card {card.name} (joined parts)")
-    finally:
-        shutil.rmtree(joining, ignore_errors=True)
-    return target, False
-
-
-def _convert_gguf(path: Path, sha: str, target: Path, *, source: str | None = None) -> None:
-    """Dequantize a GGUF file into a safetensors directory, atomically.
-
-    ``source`` is what the sidecar records as the origin (default: the file's path).
-    """
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    target.parent.mkdir(parents=True, exist_ok=True)
-    staging = target.parent / f".staging-{sha[:16]}-{uuid.uuid4().hex[:8]}"
-    try:
-        logger.info(
-            "Converting %s (%.0f MB GGUF) to safetensors in %s: once, on first use",
-            source or path,
-            path.stat().st_size / 1e6,
-            target.parent,
-        )
-        with _parse_gguf_once(), quiet_transformers():
-            eos_id = _gguf_eos_id(path)
-            try:
-                tokenizer = AutoTokenizer.from_pretrained(
-                    path.parent, gguf_file=path.name, local_files_only=True
-                )
-                model = AutoModelForCausalLM.from_pretrained(
-                    path.parent, gguf_file=path.name, local_files_only=True
-                )
-            except Exception as error:
-                raise ModelLoadError(
-                    f"Could not read the GGUF file {path}: {error}. The file may be truncated "
-                    "or use an architecture transformers cannot load from GGUF."
-                ) from error
-        # transformers marks a GGUF-loaded model as quantized and refuses to save it; the
-        # weights are already dequantized in memory, so the markers can go.
-        setattr(model, "hf_quantizer", None)  # noqa: B010 - not a declared attribute
-        setattr(model, "is_quantized", False)  # noqa: B010
-        if hasattr(model.config, "quantization_config"):
-            del model.config.quantization_config
-        with quiet_transformers():
-            model.save_pretrained(staging)
-            tokenizer.save_pretrained(staging)
-        sidecar = {"source": source or str(path), "sha256": sha, "gguf_eos_token_id": eos_id}
-        (staging / _SIDECAR).write_text(json.dumps(sidecar, indent=2))
-        try:
-            os.rename(staging, target)
-        except OSError:
-            # Another process finished the same conversion first: keep theirs.
-            if not (target / _SIDECAR).is_file():
-                raise
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
-
-
-@contextmanager
-def _parse_gguf_once() -> Iterator[None]:
-    """Within this block, each GGUF file's metadata is parsed once, not four times.
-
-    transformers builds a new ``gguf.GGUFReader`` for the config, the tokenizer and the
-    weights, and a tensor-name map for every tensor; with a 49k-token vocabulary each
-    reader parses about 600k metadata parts in Python (about 7 s here), each map 25 ms.
-    Readers are read-only memory maps and maps are only queried, so sharing them is safe.
-    transformers imports both names from ``gguf`` at call time, so swapping them on the
-    module for the duration of one conversion is enough; they are restored afterwards.
-    """
-    import gguf
-
-    original_reader, original_map = gguf.GGUFReader, gguf.get_tensor_name_map
-    readers: dict[tuple[str, str], Any] = {}
-
-    def shared_reader(file: Any, mode: Any = "r") -> Any:
-        key = (str(Path(file).resolve()), mode)
-        if key not in readers:
-            readers[key] = original_reader(file, mode)
-        return readers[key]
-
-    gguf.GGUFReader = shared_reader  # type: ignore[misc,assignment]
-    gguf.get_tensor_name_map = lru_cache(maxsize=None)(original_map)
-    try:
-        yield
-    finally:
-        gguf.GGUFReader = original_reader  # type: ignore[misc]
-        gguf.get_tensor_name_map = original_map
-        readers.clear()
-
-
-def _gguf_eos_id(path: Path) -> int | None:
-    """Read the end-of-sequence id from GGUF metadata; a clear error for a broken file."""
-    try:
-        from gguf import GGUFReader
-
-        reader = GGUFReader(path)
-        field = reader.fields.get("tokenizer.ggml.eos_token_id")
-        return int(field.contents()) if field is not None else None
-    except Exception as error:
-        raise ModelLoadError(
-            f"{path} is not a readable GGUF file ({type(error).__name__}: {error}). "
-            "It is probably truncated or corrupt: download or reinstall it."
-        ) from error
-
-
-def _check_eos_against_sidecar(
-    directory: Path, model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase
-) -> None:
-    """Refuse a model whose EOS id disagrees with its GGUF metadata.
-
-    Some transformers releases read the wrong EOS id from GGUF files; every free-text
-    generation then runs to its token limit. Better to stop loudly at load time.
-    """
-    expected = json.loads((directory / _SIDECAR).read_text()).get("gguf_eos_token_id")
-    if expected is None:
-        return
-    generation_eos = model.generation_config.eos_token_id
-    generation_ids = generation_eos if isinstance(generation_eos, list) else [generation_eos]
-    if tokenizer.eos_token_id != expected or expected not in generation_ids:
-        raise ModelLoadError(
-            f"End-of-sequence id mismatch: the GGUF file says {expected}, the tokenizer says "
-            f"{tokenizer.eos_token_id} and the generation config {generation_eos}. Upgrade "
-            "transformers (>= 5.24 reads it correctly) and delete the converted copy in "
-            f"{directory}."
-        )
