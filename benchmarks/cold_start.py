@@ -4,8 +4,9 @@ Run it with ``make bench`` or ``.venv/bin/python -m benchmarks.cold_start [--rep
 It prints a Markdown table and writes ``benchmarks/results/cold_start.json`` (git-ignored).
 
 What is measured: the wall time of ``offline-scorer score ONE_ITEM.jsonl --no-cache -q``
-(answer relevancy, the embedded model or ``--model`` in ``--dtype``, one short item), each run a separate process started
-by this script, timed from just before the process starts until it has exited:
+(answer relevancy, the embedded model or ``--model`` in ``--dtype``, one short item), each
+run a separate process started by this script, timed from just before the process starts
+until it has exited:
 
 * *first run*: ``OFFLINE_SCORER_CACHE`` points at a new, empty folder, so the embedded
   GGUF file is checked against its sha256, dequantized and saved as a safetensors copy;
@@ -84,8 +85,11 @@ def main() -> None:
     parser.add_argument("--model", default=None, help="a model card (default: the embedded one)")
     parser.add_argument("--dtype", default=None, help="passed to the CLI's --dtype")
     args = parser.parse_args()
-    model = [*(["--model", args.model] if args.model else [])]
-    model += ["--dtype", args.dtype] if args.dtype else []
+    model: list[str] = []  # the judge's flags, passed to every run as given
+    if args.model:
+        model += ["--model", args.model]
+    if args.dtype:
+        model += ["--dtype", args.dtype]
 
     labels = ("first run", "second run", "second run, result cached")
     rows: dict[str, list[dict[str, Any]]] = {label: [] for label in labels}

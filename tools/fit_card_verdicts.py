@@ -41,6 +41,7 @@ from tools.fit_verdicts import (
     columns,
     relevancy_matrix,
     similarity_matrix,
+    source_weights,
 )
 from tools.read_training import (
     RELEVANCY_LABELS,
@@ -81,11 +82,6 @@ SHIPPED = {
     "relevancy": "evidence + judge read",
     "similarity": "evidence + whole-item read",
 }
-
-
-def source_weights(examples: list[dict[str, Any]]) -> np.ndarray:
-    """Each example's weight from its source (:data:`SOURCE_WEIGHTS`)."""
-    return np.array([SOURCE_WEIGHTS.get(e["source"], 1.0) for e in examples], dtype=np.float64)
 
 
 def whole_read(
@@ -201,7 +197,8 @@ def cross_validation(data: dict[str, Any]) -> dict[str, Any]:
                 chosen,
                 classes,
                 l2=L2,
-                sample_weight=balanced_weights(y, len(classes)) * source_weights(examples),
+                sample_weight=balanced_weights(y, len(classes))
+                * source_weights(examples, SOURCE_WEIGHTS),
             )
             score = _score(scorer, P)
             by_source = {
@@ -237,7 +234,8 @@ def fitted_models(data: dict[str, Any], chosen: dict[str, list[str]]) -> dict[st
                     chosen[scorer],
                     classes,
                     l2=L2,
-                    sample_weight=balanced_weights(y, len(classes)) * source_weights(examples),
+                    sample_weight=balanced_weights(y, len(classes))
+                    * source_weights(examples, SOURCE_WEIGHTS),
                 )
             )
         )

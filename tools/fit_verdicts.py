@@ -134,9 +134,11 @@ def log(message: str) -> None:
 SOURCE_WEIGHTS = {"cqa": 0.0, "sts": 0.0, "sts_swap": 0.0}
 
 
-def source_weights(examples: list[dict]) -> np.ndarray:
-    """Each example's weight from its source (:data:`SOURCE_WEIGHTS`)."""
-    return np.array([SOURCE_WEIGHTS.get(e["source"], 1.0) for e in examples], dtype=np.float64)
+def source_weights(examples: list[dict], table: dict[str, float] | None = None) -> np.ndarray:
+    """Each example's weight from its source, by ``table`` (default :data:`SOURCE_WEIGHTS`,
+    the embedded card's); a source not listed weighs 1."""
+    weights = SOURCE_WEIGHTS if table is None else table
+    return np.array([weights.get(e["source"], 1.0) for e in examples], dtype=np.float64)
 
 
 def balanced_weights(y: np.ndarray, classes: int) -> np.ndarray:

@@ -37,7 +37,12 @@ from typing import TYPE_CHECKING, Any, cast
 from offline_scorer._exceptions import JudgeOutputError, OfflineScorerError
 from offline_scorer.judges._protocol import LOGPROB_DIGITS, ItemUsage, LabelScores
 from offline_scorer.judges.transformers._decoding import _free_accelerator_memory, is_out_of_memory
-from offline_scorer.judges.transformers._loop import MIN_PREFIX_TOKENS, PrefixStore, new_cache
+from offline_scorer.judges.transformers._loop import (
+    MIN_PREFIX_TOKENS,
+    PrefixStore,
+    left_padded,
+    new_cache,
+)
 
 if TYPE_CHECKING:
     import torch
@@ -233,16 +238,8 @@ def _forward(
     import torch
 
     model = cast(Any, loaded.model)
-    tokenizer = loaded.tokenizer
-    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
-    width = max(len(row.token_ids) for row in rows)
+    ids, mask, positions = left_padded([row.token_ids for row in rows], 0, _pad_id(loaded))
     keep = max(len(row.appended) for row in rows) + 1
-    ids = torch.full((len(rows), width), pad_id, dtype=torch.long)
-    mask = torch.zeros((len(rows), width), dtype=torch.long)
-    for index, row in enumerate(rows):
-        ids[index, width - len(row.token_ids) :] = torch.tensor(row.token_ids, dtype=torch.long)
-        mask[index, width - len(row.token_ids) :] = 1
-    positions = (mask.cumsum(-1) - 1).clamp(min=0)
     device = model.device
     with torch.inference_mode():
         output = model(
@@ -253,18 +250,7 @@ def _forward(
             use_cache=False,
             output_hidden_states=hidden_state,
         )
-        logits: torch.Tensor = output.logits.float()
-        logprobs = torch.log_softmax(logits, dim=-1).cpu()
-    tables = []
-    for index, row in enumerate(rows):
-        # The row ends at the last column; after k appended tokens is column -(len-k)-1.
-        count = len(row.appended) + 1
-        start = keep - count
-        hidden = None
-        if hidden_state:
-            hidden = output.hidden_states[-1][index, -count].float().cpu().tolist()
-        tables.append((logprobs[index, start:keep], hidden))
-    return tables
+        return _tables(output, rows, keep, hidden_state)
 
 
 def _forward_from_prefix(
@@ -272,32 +258,23 @@ def _forward_from_prefix(
 ) -> list[tuple[torch.Tensor, list[float] | None]]:
     """The rows' tables, their common first ``prefix`` tokens taken from the prefix store.
 
-    The rows are laid out as ``[prefix | padding | own tokens]``, the padding masked and
-    positions counted per row, as in the decode loop; a row alone has no padding.
+    The rows are laid out as in the decode loop (``_loop.left_padded``); a row alone has
+    no padding, and then no mask is built.
     """
     import torch
 
     model = cast(Any, loaded.model)
     length = rows[0].prefix
-    head = tuple(rows[0].token_ids[:length])
     tails = [row.token_ids[length:] for row in rows]
     keep = max(len(row.appended) for row in rows) + 1
-    width = max(len(tail) for tail in tails)
-    cache = new_cache(model, length + width)
+    ids, mask, positions = left_padded(tails, length, _pad_id(loaded))
+    cache = new_cache(model, mask.shape[1])
     if cache is None or any(len(tail) < len(row.appended) + 1 for row, tail in zip(rows, tails)):
         plain = [_Row(row.request, row.token_ids, row.appended) for row in rows]
         return _forward(loaded, plain, hidden_state)
+    head = tuple(rows[0].token_ids[:length])
     for layer, (keys, values) in zip(cache.layers, prefixes.get(model, head), strict=True):
         layer.preload(keys, values, len(rows))
-    tokenizer = loaded.tokenizer
-    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
-    ids = torch.full((len(rows), width), pad_id, dtype=torch.long)
-    mask = torch.ones((len(rows), length + width), dtype=torch.long)
-    positions = torch.full((len(rows), width), length, dtype=torch.long)
-    for index, tail in enumerate(tails):
-        ids[index, width - len(tail) :] = torch.tensor(tail, dtype=torch.long)
-        mask[index, length : length + width - len(tail)] = 0
-        positions[index, width - len(tail) :] = torch.arange(length, length + len(tail))
     padded = bool((mask == 0).any())
     device = model.device
     with torch.inference_mode():
@@ -310,7 +287,22 @@ def _forward_from_prefix(
             logits_to_keep=keep,
             output_hidden_states=hidden_state,
         )
-        logprobs = torch.log_softmax(output.logits.float(), dim=-1).cpu()
+        return _tables(output, rows, keep, hidden_state)
+
+
+def _pad_id(loaded: LoadedModel) -> int:
+    pad_id = loaded.tokenizer.pad_token_id
+    return int(pad_id) if pad_id is not None else 0
+
+
+def _tables(
+    output: Any, rows: list[_Row], keep: int, hidden_state: bool
+) -> list[tuple[torch.Tensor, list[float] | None]]:
+    """Per row (each ends at the last column), the log-prob vectors after 0..len(appended)
+    tokens, and the hidden state at the prompt's last token when asked."""
+    import torch
+
+    logprobs = torch.log_softmax(output.logits.float(), dim=-1).cpu()
     tables = []
     for index, row in enumerate(rows):
         count = len(row.appended) + 1

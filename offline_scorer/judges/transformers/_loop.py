@@ -84,6 +84,31 @@ def supports_loop(model: Any) -> bool:
 _SUPPORTED: weakref.WeakKeyDictionary[Any, bool] = weakref.WeakKeyDictionary()
 
 
+def left_padded(
+    tails: Sequence[Sequence[int]], prefix: int, pad_id: int
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Rows laid out as ``[prefix | padding | own tokens]``: (ids, mask, positions).
+
+    ``ids`` and ``positions`` hold the rows' own tokens, right-aligned after ``pad_id``
+    padding (``[rows, width]``); ``mask`` covers the ``prefix`` cached positions too
+    (``[rows, prefix + width]``), 1 on the prefix and the own tokens, 0 on the padding.
+    Positions are counted per row from the prefix's end (0 in the padding, which no token
+    attends to), so each token sees exactly what it sees without padding or cache.
+    """
+    import torch
+
+    width = max(len(tail) for tail in tails)
+    ids = torch.full((len(tails), width), pad_id, dtype=torch.long)
+    mask = torch.zeros((len(tails), prefix + width), dtype=torch.long)
+    mask[:, :prefix] = 1
+    positions = torch.zeros((len(tails), width), dtype=torch.long)
+    for index, tail in enumerate(tails):
+        ids[index, width - len(tail) :] = torch.tensor(list(tail), dtype=torch.long)
+        mask[index, prefix + width - len(tail) :] = 1
+        positions[index, width - len(tail) :] = torch.arange(prefix, prefix + len(tail))
+    return ids, mask, positions
+
+
 class PrefixStore:
     """Keys and values of shared prompt prefixes, per model, least recently used dropped."""
 
@@ -300,25 +325,16 @@ def decode(
         len(row.token_ids) <= shared or row.token_ids[:shared] != first_ids for row in rows
     ):
         shared = 0
-    tails = [row.token_ids[shared:] for row in rows]
-    width = max(len(tail) for tail in tails)
+    ids, mask, positions = left_padded([row.token_ids[shared:] for row in rows], shared, pad_id)
     longest = max(row.budget for row in rows)
     # Room for the prompts and a first stretch of answer; the buffer doubles when needed.
-    cache = new_cache(model, shared + width + min(longest, FIRST_STRETCH))
+    cache = new_cache(model, mask.shape[1] + min(longest, FIRST_STRETCH))
     assert cache is not None
     if shared:
         assert prefixes is not None
         for layer, (keys, values) in zip(cache.layers, prefixes.get(model, tuple(first_ids))):
             layer.preload(keys, values, count)
 
-    ids = torch.full((count, width), pad_id, dtype=torch.long)
-    mask = torch.zeros((count, shared + width), dtype=torch.long)
-    mask[:, :shared] = 1
-    positions = torch.zeros((count, width), dtype=torch.long)
-    for index, tail in enumerate(tails):
-        ids[index, width - len(tail) :] = torch.tensor(tail, dtype=torch.long)
-        mask[index, shared + width - len(tail) :] = 1
-        positions[index, width - len(tail) :] = torch.arange(shared, shared + len(tail))
     next_position = torch.tensor([len(row.token_ids) for row in rows], dtype=torch.long)
 
     active = list(range(count))
