@@ -305,6 +305,13 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="refit only the file's slice and compare it with the file (exit 1 if different)",
     )
+    parser.add_argument(
+        "--rel",
+        type=float,
+        default=0.0,
+        help="with --check-slice: let each number differ by this fraction of its size (default "
+        "0: exactly as written; another processor's arithmetic moves the sixth digit)",
+    )
     args = parser.parse_args(argv)
     embedder = shared_embedder(EMBEDDER)
     started = time.perf_counter()
@@ -324,10 +331,11 @@ def main(argv: list[str] | None = None) -> int:
     }
     if args.check_slice:
         shipped = json.loads(args.out.read_text(encoding="utf-8"))["slice_check"]
-        found = differences(shipped, slice_check, "slice_check")
+        found = differences(shipped, slice_check, "slice_check", rel=args.rel)
+        same = "identical" if args.rel == 0 else f"the same to {args.rel:g} of each number"
         print(
             f"slice check ({len(rel_slice)} + {len(sim_slice)} examples): "
-            f"{'DIFFERENT' if found else 'identical'} to {args.out}"
+            f"{'DIFFERENT' if found else same} to {args.out}"
             + "".join(f"\n  {line}" for line in found[:20])
             + (f"\n  ... {len(found) - 20} more" if len(found) > 20 else "")
         )
