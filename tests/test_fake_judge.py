@@ -24,6 +24,7 @@ from offline_scorer import (
 )
 from offline_scorer.judges import outcomes, values
 from offline_scorer.judges._protocol import CALL_LOG_SIZE, LabelScores
+from offline_scorer.pipeline import Parts
 from offline_scorer.testing import Answer, FakeJudge, FakeRequest, Rule, assert_score
 
 
@@ -285,6 +286,34 @@ def test_a_label_step_and_a_scripted_failure_in_a_batch() -> None:
     assert results[0].score == pytest.approx(0.8, abs=1e-4)
     assert "simulated: the model wrote nonsense" in (results[1].error or "")
     assert judge.usage_totals.calls == 1  # the whole stage in one call, as with a real judge
+
+
+def test_the_parts_of_a_label_step_can_each_read_their_own_labels() -> None:
+    def by_prompt(prompt: Any, labels: tuple[str, ...]) -> Any:
+        return {label: math.log(1 / len(labels)) for label in labels}
+
+    judge = FakeJudge(labels=by_prompt)
+
+    def render(ctx: StepContext) -> Parts:
+        return Parts(
+            prompts=[ask("grade it"), ask("same thing?")],
+            merge=lambda ctx, parts: [dict(part.probabilities) for part in parts],
+            labels=[("exact", "partial", "missing"), ("yes", "no")],
+        )
+
+    scorer = create_scorer(
+        id="two-questions",
+        judge=judge,
+        analyze=PromptStep(render, labels=("exact", "partial", "missing")),
+        generate_score=lambda ctx: ctx.analyze_result[1]["yes"],
+    )
+    result = scorer.run(output="Paris.")
+    assert [r.labels for r in judge.requests] == [("exact", "partial", "missing"), ("yes", "no")]
+    assert judge.usage_totals.calls == 1  # both parts in one call
+    assert result.score == pytest.approx(0.5, abs=1e-4)
+    assert set(result.analyze_step_result[0]) == {"exact", "partial", "missing"}
+    with pytest.raises(ValueError, match="2 prompts but 1 labels"):
+        Parts(prompts=[ask("a"), ask("b")], merge=lambda ctx, parts: parts, labels=[("yes", "no")])
 
 
 def test_results_survive_a_json_round_trip() -> None:

@@ -24,8 +24,15 @@ from offline_scorer import (
 from offline_scorer.judges import _cards
 from offline_scorer.judges.embeddings import shared_embedder
 from offline_scorer.scorers import _verdicts
-from offline_scorer.scorers._judge_reads import whole_features, whole_reference
-from offline_scorer.toolkit import read_features, relevancy_evidence, render_prompt
+from offline_scorer.scorers._judge_reads import MATCH_LABELS, whole_features, whole_reference
+from offline_scorer.scorers._split import aliases_of
+from offline_scorer.scorers._verdicts import SIMILARITY_LABELS
+from offline_scorer.toolkit import (
+    read_features,
+    relevancy_evidence,
+    render_prompt,
+    similarity_evidence,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -210,3 +217,66 @@ def test_similarity_reads_pairs_and_then_the_whole_reference_against_the_whole_a
     assert whole_reference(["Paris ", "", "City of Light"]) == "Paris / City of Light"
     for match in result.analyze_step_result["matches"]:
         assert sum(match["probabilities"].values()) == pytest.approx(1.0, abs=1e-3)
+
+
+# The match read: the whole reference against the whole answer as one yes/no question.
+WITH_MATCH = {
+    **VERDICTS,
+    "similarity": logistic(
+        ["missing", "partial", "semantic", "exact"],
+        ["cos", "whole_exact", "match_yes", "match_no"],
+        [[0.0, 0.0, 0.0, 0.0], [1.0, 0.2, 0.3, -0.3], [2.0, 0.6, 0.9, -0.9], [3.0, 1.0, 1.5, -1]],
+    ),
+}
+
+
+def test_similarity_asks_its_yes_or_no_question_after_the_whole_item_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, judge: TransformersJudge
+) -> None:
+    judge = on_card(judge, write_card(tmp_path, monkeypatch, WITH_MATCH))
+    scorer = create_answer_similarity_scorer(judge=judge, scale=1)
+    output = "Paris is the capital of France. The Seine flows through it."
+    reference = "The capital of France is Paris."
+    result = scorer.run(input="Capital and river?", output=output, ground_truth=reference)
+    labels_calls = [call for call in judge.call_log if call.kind == "labels"]
+    # No pair reads (the model uses none): the whole-item read, then the match read, in the
+    # same call, each with its own labels.
+    assert [len(call.items) for call in labels_calls] == [2]
+    shown = whole_reference(reference)
+    whole_prompt = render_prompt(
+        "answer-similarity", "en", "verdict", {"ground_truth_unit": shown, "output": output}
+    )
+    question = "Capital and river?"
+    match_prompt = render_prompt(
+        "answer-similarity",
+        "en",
+        "match",
+        {"question": question, "reference": shown, "output": output},
+    )
+    assert question in match_prompt[1]["content"]  # the question is shown when there is one
+    assert match_prompt[-1] == {"role": "assistant", "content": '{"verdict":"'}
+    whole_read, match_read = (
+        answer.value
+        for answer in judge.score_labels(
+            [whole_prompt, match_prompt], [SIMILARITY_LABELS, MATCH_LABELS]
+        )
+    )
+    assert match_read.labels == ("yes", "no")
+    assert sum(match_read.probabilities.values()) == pytest.approx(1.0, abs=1e-3)
+    features = {
+        **whole_features(whole_read.labels, whole_read.logprobs),
+        **whole_features(match_read.labels, match_read.logprobs, "match_"),
+    }
+    assert set(features) >= {"match_yes", "match_no", "whole_exact"}
+    units = result.preprocess_step_result
+    evidence = similarity_evidence(
+        shared_embedder("all-minilm-l6-v2"),
+        [aliases_of(unit) or [unit] for unit in units["ground_truth_units"]],
+        units["output_units"],
+        reference,
+        output,
+    )
+    model = _verdicts.LogisticModel.model_validate(WITH_MATCH["similarity"])
+    for match, row in zip(result.analyze_step_result["matches"], evidence, strict=True):
+        table = [model.probabilities({**cell, **features}) for cell in row]
+        assert match["probabilities"] in [{k: p[k] for k in SIMILARITY_LABELS} for p in table]

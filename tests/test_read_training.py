@@ -79,6 +79,27 @@ def test_whole_item_reads_follow_the_stored_pair_reads() -> None:
     ]
 
 
+def test_match_reads_are_similarity_only_and_show_the_reference_as_the_scorer_does() -> None:
+    example = {"id": "x", "rank": 0, "source": "a"}
+    chosen = {"relevancy": [example], "similarity": [example]}
+    done = {("relevancy", "pair", "x"), ("similarity", "pair", "x")}
+    todo = list(read_training._todo(chosen, ["match"], done))
+    assert [(scorer, kind) for scorer, kind, _ in todo] == [("similarity", "match")]
+    assert read_training.read_labels("match", "similarity") == ["yes", "no"]
+    aliases = {"reference": "", "aliases": ["Paris", "City of Light"], "answer": "Paris."}
+    # Alternative references joined as at run time (scorers._judge_reads.whole_reference),
+    # the question shown when the example has one.
+    assert read_training.read_variables("match", "similarity", aliases) == {
+        "question": "",
+        "reference": "Paris / City of Light",
+        "output": "Paris.",
+    }
+    asked = {**aliases, "question": "Capital of France?"}
+    assert read_training.read_variables("match", "similarity", asked)["question"] == (
+        "Capital of France?"
+    )
+
+
 @pytest.mark.slow
 def test_the_stored_reads_refit_the_shipped_card_verdicts_number_for_number() -> None:
     """The 1.5B card's verdict file comes from the stored reads and the shipped feature sets
@@ -99,4 +120,4 @@ def test_the_stored_reads_refit_the_shipped_card_verdicts_number_for_number() ->
     moved["similarity"]["weights"][1][0] *= 1.01
     assert len(differences(moved, refit, rel=1e-3)) == 1
     assert any(name.startswith("read_") for name in refit["relevancy"]["features"])
-    assert any(name.startswith("whole_") for name in refit["similarity"]["features"])
+    assert any(name.startswith("match_") for name in refit["similarity"]["features"])

@@ -257,7 +257,7 @@ def test_the_shipped_qwen_cards_are_consistent(
         # Its verdict model reads the judge; loading it checks the file's sha256.
         models = load_verdict_models(card).models
         assert any(f.startswith("read_") for f in models.relevancy.features)
-        assert any(f.startswith("whole_") for f in models.similarity.features)
+        assert any(f.startswith("match_") for f in models.similarity.features)
         assert card.extraction == "split"  # the verdict model was fitted on split units
     else:
         assert card.verdicts is None

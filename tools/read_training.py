@@ -14,12 +14,14 @@ kind of read, the labels and their log-probabilities. A refit then takes seconds
 Which examples: those of ``tools/verdict_training.py``, sampled per (source, label) by
 the order of their ids (a hash, so the sample is fixed and unrelated to the file order),
 at most ``--per-stratum`` of each, read rank by rank (every stratum's first example,
-then every stratum's second, ...) so that a stopped run holds a balanced sample. Two kinds of read per example:
+then every stratum's second, ...) so that a stopped run holds a balanced sample. Three kinds of read:
 
 * ``pair``: the verdict itself: question x statement (relevancy), reference unit x answer
   unit (similarity);
 * ``whole``: the whole item, once: question x whole answer, reference x whole answer
-  (a further feature, kept only if grouped CV says it helps).
+  (a further feature, kept only if grouped CV says it helps);
+* ``match`` (similarity): the whole reference x the whole answer, asked as one yes/no
+  question (``match.jinja``: does the answer say the same thing?), a further feature.
 
 The run appends as it goes and skips ids already stored, so it can be stopped and resumed;
 it is deterministic (same card, same dtype, same examples: same values, rounded to 4
@@ -55,6 +57,23 @@ ROOT = Path(__file__).resolve().parent.parent
 READS = ROOT / "tools" / "reads"
 RELEVANCY_LABELS = ["yes", "unsure", "no"]
 SIMILARITY_LABELS = ["exact", "semantic", "partial", "missing"]
+MATCH_LABELS = ["yes", "no"]
+# Each kind of read: its template (prompts/answer-<scorer>/en/<template>.jinja), the scorers
+# it applies to.
+KINDS = {
+    "pair": ("verdict", ("relevancy", "similarity")),
+    "whole": ("verdict", ("relevancy", "similarity")),
+    "match": ("match", ("similarity",)),
+}
+
+
+def read_labels(kind: str, scorer: str) -> list[str]:
+    """The labels one kind of read scores."""
+    if kind == "match":
+        return MATCH_LABELS
+    return RELEVANCY_LABELS if scorer == "relevancy" else SIMILARITY_LABELS
+
+
 PER_STRATUM = 150
 BATCH = 16
 
@@ -64,7 +83,15 @@ def log(message: str) -> None:
 
 
 def read_variables(kind: str, scorer: str, example: dict[str, Any]) -> dict[str, str]:
-    """The verdict prompt's variables for one example and one kind of read."""
+    """The prompt's variables for one example and one kind of read."""
+    if kind == "match":
+        # As the scorer shows it at run time: alternative references joined with " / ".
+        reference = example["reference"] or " / ".join(example["aliases"])
+        return {
+            "question": example.get("question") or "",
+            "reference": reference,
+            "output": example["answer"] or "",
+        }
     if scorer == "relevancy":
         statement = example["statement"] if kind == "pair" else example["answer"]
         return {"input": example["question"] or "", "statement": statement or ""}
@@ -167,12 +194,12 @@ def _todo(
             key=lambda entry: (entry[0], entry[1], entry[2]["id"]),
         )
         for _, scorer, example in ranked:
-            if (scorer, kind, example["id"]) in done:
+            if (scorer, kind, example["id"]) in done or scorer not in KINDS[kind][1]:
                 continue
-            # A whole-item read is a further feature of an example whose verdict is read:
-            # read it only where the pair read is stored or read in this run.
+            # A whole-item read (or a match read) is a further feature of an example whose
+            # verdict is read: read it only where the pair read is stored or read in this run.
             if (
-                kind == "whole"
+                kind != "pair"
                 and "pair" not in kinds
                 and (scorer, "pair", example["id"]) not in done
             ):
@@ -187,7 +214,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, default=None)
     parser.add_argument("--train", type=Path, default=TRAIN)
     parser.add_argument("--per-stratum", type=int, default=PER_STRATUM)
-    parser.add_argument("--kinds", nargs="+", default=["pair", "whole"])
+    parser.add_argument("--kinds", nargs="+", choices=sorted(KINDS), default=["pair", "whole"])
     parser.add_argument("--limit", type=int, default=None, help="stop after this many reads")
     parser.add_argument(
         "--skip-sources",
@@ -236,14 +263,11 @@ def main(argv: list[str] | None = None) -> int:
             chunk = todo[start : start + BATCH]
             prompts = [
                 render_prompt(
-                    f"answer-{scorer}", "en", "verdict", read_variables(kind, scorer, example)
+                    f"answer-{scorer}", "en", KINDS[kind][0], read_variables(kind, scorer, example)
                 )
                 for scorer, kind, example in chunk
             ]
-            labels = [
-                RELEVANCY_LABELS if scorer == "relevancy" else SIMILARITY_LABELS
-                for scorer, _, _ in chunk
-            ]
+            labels = [read_labels(kind, scorer) for scorer, kind, _ in chunk]
             answers = judge.score_labels(prompts, labels)
             for (scorer, kind, example), answer in zip(chunk, answers, strict=True):
                 tokens += answer.usage.prompt_tokens

@@ -305,6 +305,7 @@ def similarity_examples(train: Path = TRAIN, max_evouna: int = 3000) -> list[dic
                 source=r["id"].split("-")[0],
                 reference=r["ground_truth"] or "",
                 answer=r["output"] or "",
+                question=r["input"] or "",
             )
         )
     for r in sorted(load(train, "sas_squad"), key=lambda r: r["id"]):

@@ -58,6 +58,7 @@ class _Ask:
     prompt: Prompt
     schema: type[BaseModel] | None
     parts: Parts | None
+    labels: tuple[str, ...] | None = None
 
 
 class Scorer:
@@ -232,8 +233,14 @@ class Scorer:
                 continue
             recorded = [dict(m) for prompt in prompts for m in prompt]
             setattr(state.result, f"{name}_prompt", recorded)
+            labels = (
+                list(parts.labels)
+                if parts and parts.labels is not None
+                else [step.labels] * len(prompts)
+            )
             asking.extend(
-                _Ask(state, prompt, schema, parts) for prompt, schema in zip(prompts, schemas)
+                _Ask(state, prompt, schema, parts, label)
+                for prompt, schema, label in zip(prompts, schemas, labels, strict=True)
             )
         if asking:
             self._ask_judge(name, step, asking)
@@ -243,7 +250,7 @@ class Scorer:
         try:
             judge = self.judge
             if step.labels is not None:
-                request = Request.label_read(prompts, step.labels)
+                request = Request.label_read(prompts, [ask.labels or step.labels for ask in asking])
             elif asking[0].schema is not None:
                 request = Request.json(prompts, [ask.schema for ask in asking])  # type: ignore[misc]
             else:

@@ -85,11 +85,24 @@ class Parts:
         prompts: one chat-message list per part.
         merge: ``merge(context, results) -> step result``.
         schemas: one schema per part, or None to use the step's schema for every part.
+        labels: for a step that reads labels, one label tuple per part, or None to read the
+            step's labels for every part (a step can ask one yes/no question beside its
+            verdict reads).
     """
 
     prompts: list[Prompt]
     merge: Callable[[StepContext, list[Any]], Any]
     schemas: list[type[BaseModel] | None] | None = None
+    labels: list[tuple[str, ...]] | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("schemas", "labels"):
+            given = getattr(self, name)
+            if given is not None and len(given) != len(self.prompts):
+                raise ValueError(
+                    f"Parts has {len(self.prompts)} prompts but {len(given)} {name}: "
+                    "give one per prompt, or None."
+                )
 
 
 Renderer = Callable[[StepContext], Prompt | Skip | NotScorable | Parts]

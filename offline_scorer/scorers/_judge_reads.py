@@ -8,9 +8,14 @@ label, renormalised over the labels and floored at :data:`LOGPROB_FLOOR`:
 * the pair read (``read_<label>``): question x statement, or reference unit x answer unit;
   one forward pass per verdict;
 * the whole-item read (``whole_<label>``): question x whole answer, or whole reference x
-  whole answer; one forward pass per item, whatever its length, shared by its verdicts.
+  whole answer; one forward pass per item, whatever its length, shared by its verdicts;
+* the match read (``match_yes``, ``match_no``; similarity): the whole reference against the
+  whole answer asked as one yes/no question (``prompts/answer-similarity/<language>/
+  match.jinja``: does the answer say the same thing?); one forward pass per item. A small
+  judge tells a wrong fact from a paraphrase far better this way than by grading the
+  reference's units on four labels.
 
-A model uses either kind or both; a run reads only what its model uses. The fitted regression weighs
+A model uses any of these kinds; a run reads only what its model uses. The fitted regression weighs
 them against the lexical and embedding evidence, so the model's knowledge counts where it
 helps and the cheap evidence where the model is unsure (``tools/fit_card_verdicts.py``
 fits it on train-data reads stored by ``tools/read_training.py``).
@@ -40,6 +45,8 @@ from offline_scorer.scorers._verdicts import (
 
 READ_PREFIX = "read_"
 WHOLE_PREFIX = "whole_"
+MATCH_PREFIX = "match_"
+MATCH_LABELS = ("yes", "no")
 # A label the judge all but rules out weighs like this one (the features stay bounded).
 LOGPROB_FLOOR = -12.0
 
@@ -61,25 +68,36 @@ def read_features(labels: Sequence[str], logprobs: Sequence[float]) -> dict[str,
     }
 
 
-def whole_features(labels: Sequence[str], logprobs: Sequence[float]) -> dict[str, float]:
-    """The whole-item read as features: :func:`read_features` named ``whole_<label>``."""
+def whole_features(
+    labels: Sequence[str], logprobs: Sequence[float], prefix: str = WHOLE_PREFIX
+) -> dict[str, float]:
+    """A whole-item read as features: :func:`read_features` named ``<prefix><label>``
+    (``whole_`` for the verdict prompt, ``match_`` for the yes/no question)."""
     return {
-        WHOLE_PREFIX + name.removeprefix(READ_PREFIX): value
+        prefix + name.removeprefix(READ_PREFIX): value
         for name, value in read_features(labels, logprobs).items()
     }
 
 
 def reads_judge(model: LogisticModel) -> bool:
-    """Whether a fitted model needs the judge's reads (of either kind)."""
-    return _pair_reads(model) or _whole_read(model)
+    """Whether a fitted model needs the judge's reads (of any kind)."""
+    return _pair_reads(model) or _whole_read(model) or _match_read(model)
+
+
+def _uses(model: LogisticModel, prefix: str) -> bool:
+    return any(name.startswith(prefix) for name in model.features)
 
 
 def _pair_reads(model: LogisticModel) -> bool:
-    return any(name.startswith(READ_PREFIX) for name in model.features)
+    return _uses(model, READ_PREFIX)
 
 
 def _whole_read(model: LogisticModel) -> bool:
-    return any(name.startswith(WHOLE_PREFIX) for name in model.features)
+    return _uses(model, WHOLE_PREFIX)
+
+
+def _match_read(model: LogisticModel) -> bool:
+    return _uses(model, MATCH_PREFIX)
 
 
 def whole_reference(ground_truth: Any) -> str:
@@ -93,12 +111,16 @@ def whole_reference(ground_truth: Any) -> str:
 def _split_reads(
     model: LogisticModel, parts: list[Any], labels: Sequence[str]
 ) -> tuple[list[Any], dict[str, float]]:
-    """The pair reads and the whole-item read's features of a step's parts (the whole
-    read, when the model uses one, is the last part)."""
-    if not _whole_read(model):
-        return parts, {}
-    whole = parts[-1]
-    return parts[:-1], whole_features(labels, whole.logprobs)
+    """The pair reads, and the features of the item's whole reads, of a step's parts (the
+    whole-item read, then the match read, each when the model uses it, are the last parts)."""
+    whole: dict[str, float] = {}
+    if _match_read(model):
+        *parts, match = parts
+        whole = whole_features(MATCH_LABELS, match.logprobs, MATCH_PREFIX)
+    if _whole_read(model):
+        *parts, item = parts
+        whole = {**whole_features(labels, item.logprobs), **whole}
+    return parts, whole
 
 
 def relevancy_step(models: VerdictModels, verdict: Callable[[dict[str, float]], Any]) -> Any:
@@ -177,13 +199,20 @@ def similarity_step(
             )
             for i, j in pairs(ctx)
         ]
+        reference = whole_reference(ctx.ground_truth)
         if _whole_read(model):
+            shown = {"ground_truth_unit": reference, "output": ctx.output_text}
+            prompts.append(render_prompt("answer-similarity", ctx.language, "verdict", shown))
+        labels: list[tuple[str, ...]] = [SIMILARITY_LABELS] * len(prompts)
+        if _match_read(model):
             shown = {
-                "ground_truth_unit": whole_reference(ctx.ground_truth),
+                "question": ctx.input_text,
+                "reference": reference,
                 "output": ctx.output_text,
             }
-            prompts.append(render_prompt("answer-similarity", ctx.language, "verdict", shown))
-        return Parts(prompts=prompts, merge=merge)
+            prompts.append(render_prompt("answer-similarity", ctx.language, "match", shown))
+            labels.append(MATCH_LABELS)
+        return Parts(prompts=prompts, merge=merge, labels=labels)
 
     def merge(ctx: StepContext, parts: list[Any]) -> dict[str, Any]:
         units = ctx.preprocess_result
