@@ -150,12 +150,11 @@ def child_deepeval(
     from deepeval.metrics import AnswerRelevancyMetric
     from deepeval.test_case import LLMTestCase
 
-    from offline_scorer import GenerationSettings, TransformersJudge
+    from benchmarks.throughput import bench_judge
+    from offline_scorer import GenerationSettings
 
     settings = GenerationSettings()
-    judge = outlines_judge(
-        TransformersJudge(settings=settings).load(), settings.max_new_tokens_json
-    )
+    judge = outlines_judge(bench_judge(settings).load(), settings.max_new_tokens_json)
     metric = AnswerRelevancyMetric(
         model=judge, async_mode=False, include_reason=True, eval_mode="llm"
     )

