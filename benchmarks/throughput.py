@@ -329,14 +329,18 @@ class NaiveOutlinesJudge:
 MODEL_VARIABLE, DTYPE_VARIABLE = "OFFLINE_SCORER_BENCH_MODEL", "OFFLINE_SCORER_BENCH_DTYPE"
 
 
+def bench_model() -> tuple[str, str]:
+    """The benchmark's model card and dtype (default: the embedded card, ``auto``)."""
+    from offline_scorer import DEFAULT_MODEL
+
+    return os.environ.get(MODEL_VARIABLE) or DEFAULT_MODEL, os.environ.get(DTYPE_VARIABLE) or "auto"
+
+
 def bench_judge(settings: Any) -> Any:
-    """A ``TransformersJudge`` on the benchmark's model (default: the embedded card)."""
+    """A ``TransformersJudge`` on the benchmark's model."""
     from offline_scorer import TransformersJudge
 
-    model = os.environ.get(MODEL_VARIABLE) or None
-    dtype = os.environ.get(DTYPE_VARIABLE) or "auto"
-    if model is None:
-        return TransformersJudge(settings=settings, dtype=dtype)
+    model, dtype = bench_model()
     return TransformersJudge(model, settings=settings, dtype=dtype)
 
 
@@ -395,10 +399,8 @@ def child_ceiling() -> dict[str, Any]:
 
     from offline_scorer import load_model
 
-    loaded = load_model(
-        os.environ.get(MODEL_VARIABLE) or "smollm2-135m-instruct",
-        dtype=os.environ.get(DTYPE_VARIABLE) or "auto",
-    )
+    model_name, dtype = bench_model()
+    loaded = load_model(model_name, dtype=dtype)
     model = loaded.model
     weight_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
 

@@ -13,6 +13,7 @@ import json
 import shutil
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -200,19 +201,30 @@ def test_relevancy_whole_item_read_is_one_read_shared_by_every_statement(
     assert verdicts[0]["probabilities"] != verdicts[1]["probabilities"]
 
 
+# One similarity item for the whole-item and match read tests.
+QUESTION = "Capital and river?"
+OUTPUT = "Paris is the capital of France. The Seine flows through it."
+REFERENCE = "The capital of France is Paris."
+
+
+def similarity_run(
+    judge: TransformersJudge, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, verdicts: dict
+) -> tuple[TransformersJudge, Any]:
+    """The item scored by a card with these verdict models; the judge (its call log) too."""
+    judge = on_card(judge, write_card(tmp_path, monkeypatch, verdicts))
+    scorer = create_answer_similarity_scorer(judge=judge, scale=1)
+    return judge, scorer.run(input=QUESTION, output=OUTPUT, ground_truth=REFERENCE)
+
+
 def test_similarity_reads_pairs_and_then_the_whole_reference_against_the_whole_answer(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, judge: TransformersJudge
 ) -> None:
-    judge = on_card(judge, write_card(tmp_path, monkeypatch, WHOLE_ONLY))
-    scorer = create_answer_similarity_scorer(judge=judge, scale=1)
-    output = "Paris is the capital of France. The Seine flows through it."
-    reference = "The capital of France is Paris."
-    result = scorer.run(input="Capital and river?", output=output, ground_truth=reference)
+    judge, result = similarity_run(judge, tmp_path, monkeypatch, WHOLE_ONLY)
     units = result.preprocess_step_result
     count = len(units["ground_truth_units"]) * len(units["output_units"])
     labels_calls = [call for call in judge.call_log if call.kind == "labels"]
     assert [len(call.items) for call in labels_calls] == [count + 1]
-    assert whole_reference(reference) == reference
+    assert whole_reference(REFERENCE) == REFERENCE
     # A list of references is shown in the alias notation.
     assert whole_reference(["Paris ", "", "City of Light"]) == "Paris / City of Light"
     for match in result.analyze_step_result["matches"]:
@@ -233,27 +245,22 @@ WITH_MATCH = {
 def test_similarity_asks_its_yes_or_no_question_after_the_whole_item_read(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, judge: TransformersJudge
 ) -> None:
-    judge = on_card(judge, write_card(tmp_path, monkeypatch, WITH_MATCH))
-    scorer = create_answer_similarity_scorer(judge=judge, scale=1)
-    output = "Paris is the capital of France. The Seine flows through it."
-    reference = "The capital of France is Paris."
-    result = scorer.run(input="Capital and river?", output=output, ground_truth=reference)
+    judge, result = similarity_run(judge, tmp_path, monkeypatch, WITH_MATCH)
     labels_calls = [call for call in judge.call_log if call.kind == "labels"]
     # No pair reads (the model uses none): the whole-item read, then the match read, in the
     # same call, each with its own labels.
     assert [len(call.items) for call in labels_calls] == [2]
-    shown = whole_reference(reference)
+    shown = whole_reference(REFERENCE)
     whole_prompt = render_prompt(
-        "answer-similarity", "en", "verdict", {"ground_truth_unit": shown, "output": output}
+        "answer-similarity", "en", "verdict", {"ground_truth_unit": shown, "output": OUTPUT}
     )
-    question = "Capital and river?"
     match_prompt = render_prompt(
         "answer-similarity",
         "en",
         "match",
-        {"question": question, "reference": shown, "output": output},
+        {"question": QUESTION, "reference": shown, "output": OUTPUT},
     )
-    assert question in match_prompt[1]["content"]  # the question is shown when there is one
+    assert QUESTION in match_prompt[1]["content"]  # the question is shown when there is one
     assert match_prompt[-1] == {"role": "assistant", "content": '{"verdict":"'}
     whole_read, match_read = (
         answer.value
@@ -273,8 +280,8 @@ def test_similarity_asks_its_yes_or_no_question_after_the_whole_item_read(
         shared_embedder("all-minilm-l6-v2"),
         [aliases_of(unit) or [unit] for unit in units["ground_truth_units"]],
         units["output_units"],
-        reference,
-        output,
+        REFERENCE,
+        OUTPUT,
     )
     model = _verdicts.LogisticModel.model_validate(WITH_MATCH["similarity"])
     for match, row in zip(result.analyze_step_result["matches"], evidence, strict=True):
