@@ -79,6 +79,30 @@ def test_whole_item_reads_follow_the_stored_pair_reads() -> None:
     ]
 
 
+def test_same_examples_keeps_those_another_card_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(read_training, "READS", tmp_path)
+    header = {"card": "other", "dtype": "float32"}
+    stored = [
+        {"scorer": "similarity", "kind": "pair", "id": "x", "labels": ["yes"], "logprobs": [0.0]},
+        {"scorer": "similarity", "kind": "match", "id": "y", "labels": ["yes"], "logprobs": [0]},
+        {"scorer": "relevancy", "kind": "pair", "id": "y", "labels": ["yes"], "logprobs": [0.0]},
+    ]
+    reads_path("other").write_text("\n".join(json.dumps(r) for r in [header, *stored]) + "\n")
+    chosen = {
+        "similarity": [{"id": "x"}, {"id": "y"}, {"id": "z"}],
+        "relevancy": [{"id": "x"}, {"id": "y"}],
+    }
+    # A match read alone does not count: the pair read defines the examples a fit uses.
+    assert read_training.same_examples(chosen, "other") == {
+        "similarity": [{"id": "x"}],
+        "relevancy": [{"id": "y"}],
+    }
+    with pytest.raises(SystemExit, match="no reads stored"):
+        read_training.same_examples(chosen, "missing")
+
+
 def test_match_reads_are_similarity_only_and_show_the_reference_as_the_scorer_does() -> None:
     example = {"id": "x", "rank": 0, "source": "a"}
     chosen = {"relevancy": [example], "similarity": [example]}
@@ -101,15 +125,15 @@ def test_match_reads_are_similarity_only_and_show_the_reference_as_the_scorer_do
 
 
 @pytest.mark.slow
-def test_the_stored_reads_refit_the_shipped_card_verdicts_number_for_number() -> None:
-    """The 1.5B card's verdict file comes from the stored reads and the shipped feature sets
+@pytest.mark.parametrize("card", ["qwen2.5-coder-1.5b-instruct", "qwen2.5-coder-0.5b-instruct"])
+def test_the_stored_reads_refit_the_shipped_card_verdicts_number_for_number(card: str) -> None:
+    """Each Qwen card's verdict file comes from its stored reads and its shipped feature sets
     (tools/fit_card_verdicts.py; all-MiniLM-L6-v2 computes the evidence, no judge runs)."""
     from tools.fit_card_verdicts import MODELS, fitted_models, matrices, shipped_sets
     from tools.fit_verdicts import differences
 
-    card = "qwen2.5-coder-1.5b-instruct"
     shipped = json.loads((MODELS / f"{card}.verdicts.json").read_text(encoding="utf-8"))
-    refit = fitted_models(matrices(card, read_training.TRAIN), shipped_sets())
+    refit = fitted_models(matrices(card, read_training.TRAIN), shipped_sets(card))
     # Features, classes and structure exactly; coefficients to 1e-3 of their size: the
     # solver stops at its tolerance, and another processor's arithmetic moves the sixth
     # digit (CI's machine did), which moves no verdict.
@@ -119,5 +143,22 @@ def test_the_stored_reads_refit_the_shipped_card_verdicts_number_for_number() ->
     moved = json.loads(json.dumps(wanted))
     moved["similarity"]["weights"][1][0] *= 1.01
     assert len(differences(moved, refit, rel=1e-3)) == 1
-    assert any(name.startswith("read_") for name in refit["relevancy"]["features"])
     assert any(name.startswith("match_") for name in refit["similarity"]["features"])
+    embedded = json.loads((MODELS / "smollm2-135m-instruct.verdicts.json").read_text("utf-8"))
+    if card == "qwen2.5-coder-0.5b-instruct":
+        # Its read of a statement added nothing in grouped CV: relevancy is the embedded
+        # card's model, copied, and makes no judge call.
+        assert refit["relevancy"] == embedded["relevancy"]
+        assert shipped["training"]["copied"]["relevancy"].startswith("models/smollm2")
+    else:
+        assert any(name.startswith("read_") for name in refit["relevancy"]["features"])
+
+
+def test_a_card_can_take_the_embedded_cards_model_by_name() -> None:
+    from tools.fit_card_verdicts import EMBEDDED_SET, named_set, shipped_sets
+
+    assert named_set("relevancy", EMBEDDED_SET) is None  # copied, not fitted
+    assert shipped_sets("qwen2.5-coder-0.5b-instruct")["relevancy"] is None
+    assert "match_yes" in (named_set("similarity", "evidence + judge read + match read") or [])
+    with pytest.raises(SystemExit, match="the embedded card's model"):
+        named_set("relevancy", "no such set")

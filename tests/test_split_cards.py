@@ -253,14 +253,18 @@ def test_the_shipped_qwen_cards_are_consistent(
         assert re.fullmatch(rf".+-part{number}", part.package)
         assert part.file == f"data/part{number:02d}.bin"
     assert card.license == "Apache-2.0"
-    if name == "qwen2.5-coder-1.5b-instruct":
-        # Its verdict model reads the judge; loading it checks the file's sha256.
-        models = load_verdict_models(card).models
-        assert any(f.startswith("read_") for f in models.relevancy.features)
-        assert any(f.startswith("match_") for f in models.similarity.features)
-        assert card.extraction == "split"  # the verdict model was fitted on split units
+    # Each card's verdict model reads its judge; loading it checks the file's sha256.
+    verdicts = load_verdict_models(card)
+    assert verdicts is not None and verdicts.models.judge == name  # fitted on its own reads
+    models = verdicts.models
+    assert any(f.startswith("match_") for f in models.similarity.features)
+    if name == "qwen2.5-coder-0.5b-instruct":
+        # Its read of a statement added nothing: relevancy is the embedded card's model.
+        embedded = load_verdict_models(EMBEDDED)
+        assert embedded is not None and models.relevancy == embedded.models.relevancy
     else:
-        assert card.verdicts is None
+        assert any(f.startswith("read_") for f in models.relevancy.features)
+    assert card.extraction == "split"  # the verdict model was fitted on split units
     assert source.install == f'pip install "offline-scorer[{extra}]"'
     with (ROOT / "pyproject.toml").open("rb") as handle:
         extras = tomllib.load(handle)["project"]["optional-dependencies"]

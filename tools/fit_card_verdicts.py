@@ -76,16 +76,33 @@ SIM_MATCH = [f"match_{label}" for label in MATCH_LABELS]
 # read tells a paraphrase from a wrong fact. Community forum answers (cqa) stay out, as for
 # the embedded card: their labels judge usefulness, not relevance.
 SOURCE_WEIGHTS = {"cqa": 0.0, "sts": 0.5, "sts_swap": 0.25}
-# The sets the 1.5B card ships, chosen on the dev sets (benchmarks/RESULTS.md, "A yes/no
-# match read"): for relevancy the read of each statement ranks answers better than one read
-# of the whole answer; for similarity one yes/no question about the whole item (does the
-# answer say what the reference says, given the question?) does better on every similarity
-# dev set, on all rows, than the four-label read of the whole item it replaced, at the same
-# cost of one read per item.
+# A scorer whose judge read adds nothing in grouped CV can take the embedded card's fitted
+# model as it is (fitted on the whole pool, no read, so no judge call at run time).
+EMBEDDED_SET = "the embedded card's model"
+EMBEDDED_FILE = MODELS / "smollm2-135m-instruct.verdicts.json"
+# The sets each card ships. The 1.5B card's were chosen on the dev sets (benchmarks/RESULTS.md,
+# "A yes/no match read"): for relevancy the read of each statement ranks answers better than
+# one read of the whole answer; for similarity one yes/no question about the whole item (does
+# the answer say what the reference says, given the question?) does better on every
+# similarity dev set, on all rows, than the four-label read of the whole item it replaced, at
+# the same cost of one read per item. The 0.5B card (RESULTS.md, "A verdict model for the 0.5B
+# card"): its read of a statement adds nothing to relevancy in grouped CV (0.912 with and
+# without), so relevancy is the embedded card's model, fitted on the whole pool, with no judge
+# call; for similarity the match read ranks the short-answer dev sets better than the match
+# read with a read of every unit pair (CV 0.845 against 0.862), and costs one read per item
+# where the pair reads grow with the product of the two texts' units (about 300 reads for
+# one long medical answer).
 SHIPPED = {
-    "relevancy": "evidence + judge read",
-    "similarity": "evidence + match read",
+    "qwen2.5-coder-1.5b-instruct": {
+        "relevancy": "evidence + judge read",
+        "similarity": "evidence + match read",
+    },
+    "qwen2.5-coder-0.5b-instruct": {
+        "relevancy": EMBEDDED_SET,
+        "similarity": "evidence + match read",
+    },
 }
+DEFAULT_CARD = "qwen2.5-coder-1.5b-instruct"
 
 
 def whole_read(
@@ -121,6 +138,7 @@ def feature_sets(scorer: str, whole: bool, match: bool = False) -> dict[str, lis
     if match and scorer == "similarity":
         sets["match read only"] = list(SIM_MATCH)
         sets["evidence + match read"] = [*evidence, *SIM_MATCH]
+        sets["evidence + judge read + match read"] = [*evidence, *read, *SIM_MATCH]
         if whole:
             sets["evidence + whole-item read + match read"] = [*evidence, *SIM_WHOLE, *SIM_MATCH]
     return sets
@@ -146,8 +164,10 @@ def matrices(
             continue
         # Where whole-item reads are stored, every feature set is compared on the examples
         # that have both reads.
+        # A card read without whole-item reads (--kinds pair match) has none of them: its
+        # sets leave them out rather than keep only the examples whose pair read is one.
+        whole = any((scorer, "whole", e["id"]) in reads for e in kept)
         with_whole = [e for e in kept if whole_read(reads, scorer, e) is not None]
-        whole = bool(with_whole)
         if whole and len(with_whole) < len(kept):
             log(f"{scorer}: {len(with_whole)} of {len(kept)} examples have a whole-item read")
             kept = with_whole
@@ -243,17 +263,22 @@ def print_report(report: dict[str, Any]) -> None:
             print(f"| {tag} | " + " | ".join(cells) + " |")
 
 
-def fitted_models(data: dict[str, Any], chosen: dict[str, list[str]]) -> dict[str, Any]:
-    """Each scorer's verdict model (the JSON the file holds) on the chosen features."""
+def fitted_models(data: dict[str, Any], chosen: dict[str, list[str] | None]) -> dict[str, Any]:
+    """Each scorer's verdict model (the JSON the file holds) on the chosen features; where
+    the chosen set is None (:data:`EMBEDDED_SET`), the embedded card's model, copied."""
     fitted = {}
     for scorer, (X, y, names, _groups, examples) in data.items():
         classes = REL_CLASSES if scorer == "relevancy" else SIM_CLASSES
+        features = chosen[scorer]
+        if features is None:
+            fitted[scorer] = json.loads(EMBEDDED_FILE.read_text(encoding="utf-8"))[scorer]
+            continue
         fitted[scorer] = json.loads(
             dumps_params(
                 fit(
-                    columns(X, names, chosen[scorer]),
+                    columns(X, names, features),
                     y,
-                    chosen[scorer],
+                    features,
                     classes,
                     l2=L2,
                     sample_weight=balanced_weights(y, len(classes))
@@ -264,16 +289,38 @@ def fitted_models(data: dict[str, Any], chosen: dict[str, list[str]]) -> dict[st
     return fitted
 
 
-def shipped_sets() -> dict[str, list[str]]:
-    """The feature columns of the shipped sets (:data:`SHIPPED`)."""
-    return {scorer: feature_sets(scorer, True, True)[name] for scorer, name in SHIPPED.items()}
+def named_set(scorer: str, name: str) -> list[str] | None:
+    """The feature columns of the set called ``name`` (None: :data:`EMBEDDED_SET`)."""
+    if name == EMBEDDED_SET:
+        return None
+    named = feature_sets(scorer, True, True)
+    if name not in named:
+        raise SystemExit(
+            f"fit_card_verdicts: no {scorer} feature set {name!r}; "
+            f"choose one of {sorted([*named, EMBEDDED_SET])}"
+        )
+    return named[name]
 
 
-def write(card: str, data: dict[str, Any], chosen: dict[str, list[str]], cv: Any) -> None:
+def shipped_sets(card: str) -> dict[str, list[str] | None]:
+    """The feature columns of the sets ``card`` ships (:data:`SHIPPED`)."""
+    return {scorer: named_set(scorer, name) for scorer, name in SHIPPED[card].items()}
+
+
+def write(card: str, data: dict[str, Any], chosen: dict[str, list[str] | None], cv: Any) -> None:
     fitted = fitted_models(data, chosen)
     counts: dict[str, dict[str, int]] = defaultdict(dict)
+    copied = {}
     for scorer, (_X, y, _names, _groups, _examples) in data.items():
         classes = REL_CLASSES if scorer == "relevancy" else SIM_CLASSES
+        if chosen[scorer] is None:
+            embedded = json.loads(EMBEDDED_FILE.read_text(encoding="utf-8"))["training"]
+            counts[scorer] = embedded["examples"][scorer]
+            copied[scorer] = (
+                f"models/{EMBEDDED_FILE.name} (tools/fit_verdicts.py), copied: this judge's "
+                "read added nothing in grouped CV, so no read is made"
+            )
+            continue
         counts[scorer] = {c: int((y == i).sum()) for i, c in enumerate(classes)}
     header = json.loads(reads_path(card).read_text(encoding="utf-8").splitlines()[0])
     document = {
@@ -293,6 +340,7 @@ def write(card: str, data: dict[str, Any], chosen: dict[str, list[str]], cv: Any
             "source_weights": dict(sorted(SOURCE_WEIGHTS.items())),
             "examples": counts,
             "grouped_cv_auc": cv,
+            **({"copied": copied} if copied else {}),
         },
         "slice_check": {},
     }
@@ -314,19 +362,21 @@ def write(card: str, data: dict[str, Any], chosen: dict[str, list[str]], cv: Any
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--card", default="qwen2.5-coder-1.5b-instruct")
+    parser.add_argument("--card", default=DEFAULT_CARD)
     parser.add_argument("--train", type=Path, default=TRAIN)
     parser.add_argument("--cv", action="store_true", help="print the grouped-CV ablation")
     parser.add_argument("--write", action="store_true", help="write the card's verdict file")
     parser.add_argument(
         "--relevancy-features",
-        default=SHIPPED["relevancy"],
-        help="the feature set --write fits for relevancy (a row name of the --cv table)",
+        default=None,
+        help="the feature set --write fits for relevancy (a row name of the --cv table); "
+        "default: the card's shipped set",
     )
     parser.add_argument(
         "--similarity-features",
-        default=SHIPPED["similarity"],
-        help="the feature set --write fits for similarity (a row name of the --cv table)",
+        default=None,
+        help="the feature set --write fits for similarity (a row name of the --cv table); "
+        "default: the card's shipped set",
     )
     args = parser.parse_args(argv)
     started = time.perf_counter()
@@ -339,16 +389,12 @@ def main(argv: list[str] | None = None) -> int:
     if report is not None:
         print_report(report)
     if args.write:
-        wanted = {"relevancy": args.relevancy_features, "similarity": args.similarity_features}
-        chosen = {}
-        for scorer, name in wanted.items():
-            named = feature_sets(scorer, True, True)
-            if name not in named:
-                raise SystemExit(
-                    f"fit_card_verdicts: no {scorer} feature set {name!r}; "
-                    f"choose one of {sorted(named)}"
-                )
-            chosen[scorer] = named[name]
+        shipped = SHIPPED.get(args.card, SHIPPED[DEFAULT_CARD])
+        wanted = {
+            "relevancy": args.relevancy_features or shipped["relevancy"],
+            "similarity": args.similarity_features or shipped["similarity"],
+        }
+        chosen = {scorer: named_set(scorer, name) for scorer, name in wanted.items()}
         write(args.card, data, chosen, report)
     return 0
 

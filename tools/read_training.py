@@ -181,6 +181,19 @@ def merge(card: str) -> int:
     return len(rows)
 
 
+def same_examples(
+    chosen: dict[str, list[dict[str, Any]]], card: str
+) -> dict[str, list[dict[str, Any]]]:
+    """The chosen examples whose pair read is stored for ``card``."""
+    path = reads_path(card)
+    if not path.is_file():
+        raise SystemExit(f"--same-examples-as {card}: no reads stored at {path}")
+    stored = {(scorer, key) for scorer, kind, key in load_reads(path) if kind == "pair"}
+    return {
+        scorer: [e for e in rows if (scorer, e["id"]) in stored] for scorer, rows in chosen.items()
+    }
+
+
 def _todo(
     chosen: dict[str, list[dict[str, Any]]], kinds: list[str], done: set[tuple[str, str, str]]
 ) -> Iterator[tuple[str, str, dict[str, Any]]]:
@@ -223,6 +236,13 @@ def main(argv: list[str] | None = None) -> int:
         help="read no example of these sources (e.g. those the fit leaves out: cqa sts sts_swap)",
     )
     parser.add_argument(
+        "--same-examples-as",
+        default=None,
+        metavar="CARD",
+        help="read only the examples whose pair read is stored for CARD (so that two "
+        "cards' fits compare on the same examples)",
+    )
+    parser.add_argument(
         "--worker",
         default=None,
         help="i/n: read only every n-th example from the i-th (0-based), into a shard of "
@@ -240,6 +260,8 @@ def main(argv: list[str] | None = None) -> int:
         scorer: [e for e in sample(rows, args.per_stratum) if e["source"] not in args.skip_sources]
         for scorer, rows in pool(args.train).items()
     }
+    if args.same_examples_as:
+        chosen = same_examples(chosen, args.same_examples_as)
     done = set(load_reads(reads_path(args.card)))
     todo = list(_todo(chosen, args.kinds, done))
     if worker is not None:
