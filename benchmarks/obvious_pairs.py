@@ -26,8 +26,9 @@ from offline_scorer import (
     TransformersJudge,
     create_answer_relevancy_scorer,
     create_answer_similarity_scorer,
+    list_model_cards,
 )
-from offline_scorer.judges._cards import card_status, get_model_card, list_model_cards
+from offline_scorer.toolkit import card_status
 
 
 @dataclass(frozen=True)
@@ -149,8 +150,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, default=None)
     args = parser.parse_args(argv)
     cards = args.model or installed_cards()
-    for card in cards:
-        get_model_card(card)  # an unknown name fails here, before any model loads
+    known = {card.name for card in list_model_cards()}
+    unknown = [card for card in cards if card not in known]
+    if unknown:  # before any model loads
+        raise SystemExit(f"obvious_pairs: no model card {unknown}; known cards: {sorted(known)}")
     columns = {}
     for card in cards:
         print(f"{card}: scoring {len(ROWS)} rows ...", file=sys.stderr, flush=True)

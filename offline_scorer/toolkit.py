@@ -24,6 +24,8 @@ Names, by what they serve:
   statements the scorers recognise).
 * Score formulas: ``relevancy_score``, ``expected_relevancy_score``, ``similarity_score``,
   ``expected_similarity_score``, ``analysis_from``, ``AnswerSimilarityOptions``.
+* Model cards (``benchmarks/obvious_pairs.py``): ``card_status`` (whether a card's weights
+  are installed here, without loading them).
 * Prompts: ``render_prompt``; ``use_prompt_folder`` (experiments: another template folder).
 * Judge internals (``benchmarks/throughput.py``, ``_peer.py``, ``decode_speed.py``,
   ``profile_decode.py``): ``eos_ids``, ``join_prefill``, ``SentenceLimit``,
@@ -36,6 +38,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from offline_scorer.judges._cards import card_status
 from offline_scorer.judges._protocol import parse_json_output, schemas_per_prompt
 from offline_scorer.judges.embeddings import shared_embedder
 from offline_scorer.judges.transformers import _decoding
@@ -71,6 +74,7 @@ __all__ = [
     "aliases_of",
     "analysis_from",
     "best_label",
+    "card_status",
     "containment",
     "content_tokens",
     "eos_ids",
