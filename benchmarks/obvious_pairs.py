@@ -137,10 +137,6 @@ def score_card(card: str, dtype: str, threads: int | None) -> tuple[str, list[fl
     return loaded.dtype, scores, time.perf_counter() - started
 
 
-def installed_cards() -> list[str]:
-    return [card.name for card in list_model_cards() if card_status(card, verify=False).present]
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
@@ -149,8 +145,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dtype", default="auto")
     parser.add_argument("--threads", type=int, default=None)
     args = parser.parse_args(argv)
-    cards = args.model or installed_cards()
-    known = {card.name for card in list_model_cards()}
+    every = list_model_cards()
+    known = {card.name for card in every}
+    cards = args.model or [card.name for card in every if card_status(card, verify=False).present]
     unknown = [card for card in cards if card not in known]
     if unknown:  # before any model loads
         raise SystemExit(f"obvious_pairs: no model card {unknown}; known cards: {sorted(known)}")

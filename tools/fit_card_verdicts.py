@@ -163,9 +163,8 @@ def matrices(
             log(f"{scorer}: no pair read stored yet in {reads_path(card)}")
             continue
         # Where whole-item reads are stored, every feature set is compared on the examples
-        # that have both reads.
-        # A card read without whole-item reads (--kinds pair match) has none of them: its
-        # sets leave them out rather than keep only the examples whose pair read is one.
+        # that have both reads; a card read without them (--kinds pair match) leaves them out
+        # rather than keep only the examples whose pair read is one.
         whole = any((scorer, "whole", e["id"]) in reads for e in kept)
         with_whole = [e for e in kept if whole_read(reads, scorer, e) is not None]
         if whole and len(with_whole) < len(kept):
@@ -263,6 +262,12 @@ def print_report(report: dict[str, Any]) -> None:
             print(f"| {tag} | " + " | ".join(cells) + " |")
 
 
+def embedded_verdicts() -> dict[str, Any]:
+    """The embedded card's verdict file (:data:`EMBEDDED_SET` copies its models)."""
+    loaded: dict[str, Any] = json.loads(EMBEDDED_FILE.read_text(encoding="utf-8"))
+    return loaded
+
+
 def fitted_models(data: dict[str, Any], chosen: dict[str, list[str] | None]) -> dict[str, Any]:
     """Each scorer's verdict model (the JSON the file holds) on the chosen features; where
     the chosen set is None (:data:`EMBEDDED_SET`), the embedded card's model, copied."""
@@ -271,7 +276,7 @@ def fitted_models(data: dict[str, Any], chosen: dict[str, list[str] | None]) -> 
         classes = REL_CLASSES if scorer == "relevancy" else SIM_CLASSES
         features = chosen[scorer]
         if features is None:
-            fitted[scorer] = json.loads(EMBEDDED_FILE.read_text(encoding="utf-8"))[scorer]
+            fitted[scorer] = embedded_verdicts()[scorer]
             continue
         fitted[scorer] = json.loads(
             dumps_params(
@@ -314,8 +319,7 @@ def write(card: str, data: dict[str, Any], chosen: dict[str, list[str] | None], 
     for scorer, (_X, y, _names, _groups, _examples) in data.items():
         classes = REL_CLASSES if scorer == "relevancy" else SIM_CLASSES
         if chosen[scorer] is None:
-            embedded = json.loads(EMBEDDED_FILE.read_text(encoding="utf-8"))["training"]
-            counts[scorer] = embedded["examples"][scorer]
+            counts[scorer] = embedded_verdicts()["training"]["examples"][scorer]
             copied[scorer] = (
                 f"models/{EMBEDDED_FILE.name} (tools/fit_verdicts.py), copied: this judge's "
                 "read added nothing in grouped CV, so no read is made"
