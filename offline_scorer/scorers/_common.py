@@ -90,9 +90,15 @@ def text_item(*sources: str) -> Any:
 
     An underscore is allowed only when the source text has one: inside JSON lists a small
     model drifts into snake_case identifiers ("water_boils_at_100") that no answer contained.
+
+    No double quote and no backslash either. The constraint applies the pattern to the JSON
+    text as written, pydantic to the decoded string: an escape the model wrote (``\\"``)
+    would pass the first and fail the second, a failed run for a quoted word. A source
+    sentence put in an item's place has its double quotes made single for the same reason
+    (``_facts._plain``).
     """
     banned = "" if any("_" in source for source in sources) else "_"
-    pattern = rf'^([^{banned}"\\\x00-\x1f]|\\["\\/])+$'
+    pattern = rf'^[^{banned}"\\\x00-\x1f]+$'
     return Annotated[str, StringConstraints(pattern=pattern)]
 
 
