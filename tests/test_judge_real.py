@@ -267,12 +267,16 @@ def test_reads_from_the_shared_system_block_equal_full_reads(judge: Transformers
 
 
 def test_a_bfloat16_load_keeps_a_bfloat16_copy_and_no_float32_one(
-    judge: TransformersJudge, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    judge: TransformersJudge,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capfd: pytest.CaptureFixture[str],
 ) -> None:
     """The converted cache holds the dtype the model runs in: a bfloat16 load of the
     embedded GGUF, in a fresh cache folder, writes a bfloat16 copy of half the float32
     copy's size, holding the float32 weights rounded to bfloat16, and no float32 copy; the
-    next bfloat16 load reads that copy. (The session's float32 copy is the comparison.)"""
+    next bfloat16 load reads that copy. (The session's float32 copy is the comparison.)
+    The conversion says nothing through transformers: our one log line speaks for it."""
     import torch
     from safetensors import safe_open
 
@@ -283,7 +287,10 @@ def test_a_bfloat16_load_keeps_a_bfloat16_copy_and_no_float32_one(
     sha = get_model_card("smollm2-135m-instruct").source.sha256
     assert sha is not None
     monkeypatch.setenv("OFFLINE_SCORER_CACHE", str(tmp_path))
+    capfd.readouterr()
     first = load_model("smollm2-135m-instruct", dtype="bfloat16")
+    said = capfd.readouterr()
+    assert "transformers" not in said.out + said.err, said
     folder = converted_folder(sha, "bfloat16")
     assert first.dtype == "bfloat16" and not first.from_converted_cache
     assert folder.name == f"{sha}+bfloat16" and (folder / "offline_scorer.json").is_file()

@@ -122,7 +122,7 @@ def _convert_gguf(
     ``source`` is what the sidecar records as the origin (default: the file's path).
     """
     import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoModelForCausalLM, AutoTokenizer, GgufConfig
 
     name = _dtype_name(dtype)
 
@@ -147,6 +147,10 @@ def _convert_gguf(
                     gguf_file=path.name,
                     local_files_only=True,
                     dtype=getattr(torch, name),
+                    # Unpacked here, once: without this, transformers first looks for a
+                    # packed-weights matmul kernel (a hub download, refused offline) and warns
+                    # about a bfloat16 load it then does not make.
+                    quantization_config=GgufConfig(dequantize=True),
                 )
             except Exception as error:
                 raise ModelLoadError(
