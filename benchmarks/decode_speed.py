@@ -1,10 +1,12 @@
-"""Benchmark: raw decode speed of the embedded model against the memory-bandwidth ceiling.
+"""Benchmark: raw decode speed of a card's model against the memory-bandwidth ceiling.
 
-Run it with ``.venv/bin/python -m benchmarks.decode_speed [--tokens 64] [--repeats 3]``.
-It prints a Markdown table and writes ``benchmarks/results/decode_speed.json`` (git-ignored).
+Run it with ``.venv/bin/python -m benchmarks.decode_speed [--tokens 64] [--repeats 3]``
+(the embedded card; ``--model qwen2.5-coder-1.5b-instruct --dtype bfloat16`` for another
+card and dtype). It prints a Markdown table and writes
+``benchmarks/results/decode_speed.json`` (git-ignored).
 
 Decoding one token at batch 1 reads every weight once, so memory bandwidth bounds it:
-``ceiling tok/s = bandwidth / bytes of weights``. Bandwidth comes from a copy test (a
+``ceiling tok/s = bandwidth / bytes of weights`` (in the dtype they run in). Bandwidth comes from a copy test (a
 256 MiB tensor copied several times; read plus write bytes over the median time).
 
 Then, on the same real prompt (a relevancy reason prompt of about 300 tokens, so the cache
@@ -178,13 +180,21 @@ def main() -> None:
     parser.add_argument("--tokens", type=int, default=64)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
+    parser.add_argument("--model", default="smollm2-135m-instruct", help="a model card name")
+    parser.add_argument(
+        "--dtype",
+        default="auto",
+        choices=["auto", "float32", "bfloat16", "float16"],
+        help="the weights' dtype (default auto: the card's choice for this machine)",
+    )
+    parser.add_argument("--threads", type=int, help="torch threads (default: the judge's)")
     args = parser.parse_args()
 
     import torch
 
     from offline_scorer import load_model
 
-    loaded = load_model("smollm2-135m-instruct")
+    loaded = load_model(args.model, dtype=args.dtype, threads=args.threads)
     weight_bytes = sum(p.numel() * p.element_size() for p in loaded.model.parameters())
     bandwidth = bandwidth_bytes_per_s()
     ceiling = bandwidth / weight_bytes
@@ -215,6 +225,8 @@ def main() -> None:
         )
     profile_rows = step_profile(loaded, row)
     report = {
+        "model": loaded.fingerprint,
+        "dtype": loaded.dtype,
         "threads": torch.get_num_threads(),
         "bandwidth_gb_per_s": bandwidth / 1e9,
         "weight_mb": weight_bytes / 1e6,
@@ -226,6 +238,7 @@ def main() -> None:
     }
     rate = {(r["way"], r["batch"]): r["tokens_per_s"] for r in results}
     print(
+        f"{loaded.fingerprint} in {loaded.dtype}. "
         f"Bandwidth {report['bandwidth_gb_per_s']:.1f} GB/s, weights {report['weight_mb']:.0f} MB"
         f" -> ceiling {ceiling:.1f} tok/s at batch 1; prompt {len(row)} tokens, "
         f"{args.tokens} new tokens per row, {report['threads']} threads, medians of "

@@ -390,6 +390,7 @@ def child_way(way: str, scorer_id: str, count: int, batch_size: int | None) -> d
         "scores": [r.score for r in results],
         "peak_rss_bytes": peak_rss_bytes(),
         "batch_size": batched.settings.batch_size,
+        "fingerprint": batched.fingerprint,
     }
 
 
