@@ -7,21 +7,25 @@ a real row: a statement with a quoted name, written as an escaped quote).
 
 Real parts: Outlines' own schema-to-regex compiler (``outlines_core``, as the judge calls
 it, compact whitespace), the scorers' own preprocess schemas, pydantic. No model is needed:
-the property is about the two readings of one schema.
+the property is about the two readings of one schema. The last test compiles real indexes
+for the embedded model's tokenizer.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from typing import Any
+from typing import Any, Literal
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from outlines_core.json_schema import build_regex_from_schema
-from pydantic import TypeAdapter
+from pydantic import TypeAdapter, create_model
 
+from offline_scorer import TransformersJudge
+from offline_scorer.judges._keys import schema_text
+from offline_scorer.judges.transformers._constraint import SchemaCompiler
 from offline_scorer.scorers._answer_relevancy import statements_schema
 from offline_scorer.scorers._answer_similarity import units_schema
 from offline_scorer.scorers._common import text_item
@@ -59,3 +63,22 @@ def test_a_quoted_word_is_written_plain_not_escaped() -> None:
     regex = constraint_regex(statements.model_json_schema())
     assert re.fullmatch(regex, '{"statements":["A \\\\ B."]}') is None
     assert re.fullmatch(regex, '{"statements":["A / B."]}')
+
+
+def test_the_compiler_keeps_only_its_most_recently_used_indexes(judge: TransformersJudge) -> None:
+    """With generated verdicts every similarity run has a schema of its own (it names the
+    run's units), so an unbounded store grew by an index per run (about 15 MB each for the
+    1.5B card's vocabulary)."""
+    compiler = SchemaCompiler(judge.load().tokenizer, max_indexes=2)
+    first, second, third = (
+        schema_text(create_model(f"Run{n}", unit=(Literal[f"unit of run {n}"], ...)))
+        for n in range(3)
+    )
+    kept_first = compiler.index_for(first)
+    compiler.index_for(second)
+    assert compiler.index_for(first) is kept_first  # reused, and now the most recent
+    compiler.index_for(third)  # evicts the least recently used: the second
+    assert (compiler.kept_count, compiler.compiled_count) == (2, 3)
+    assert compiler.index_for(first) is kept_first
+    compiler.index_for(second)  # compiled again
+    assert (compiler.kept_count, compiler.compiled_count) == (2, 4)

@@ -24,12 +24,18 @@ may come next. Two things here differ from Outlines' own generator, both measure
   is incompatible with the regex"). Escapes are plain ASCII, which every tokenizer spells,
   and the JSON parser decodes them back, so the validated value is the constant itself.
 
-Indexes are compiled once per schema and reused for every later call.
+Indexes are compiled once per schema and reused by later calls, the most recently used
+:data:`MAX_INDEXES` of them kept. Most schemas recur (a statement list of a given length, a
+verdict list), but the similarity analysis names each run's own units, so with generated
+verdicts every run has its own schema: about 15 MB of index for the 1.5B card's
+vocabulary, which an unbounded store kept for every run of a dataset (6.7 GB peak on 250
+dev runs).
 """
 
 from __future__ import annotations
 
 import json
+from collections import OrderedDict
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, cast
 
@@ -41,13 +47,20 @@ if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase
 
 
-class SchemaCompiler:
-    """Compiles JSON schema texts into Outlines indexes, once per schema."""
+# Indexes a compiler keeps (least recently used out first): more than the rows of any batch,
+# so a batch's schemas stay, and at most about 0.5 GB of the largest indexes measured.
+MAX_INDEXES = 32
 
-    def __init__(self, tokenizer: PreTrainedTokenizerBase):
+
+class SchemaCompiler:
+    """Compiles JSON schema texts into Outlines indexes, keeping the recently used ones."""
+
+    def __init__(self, tokenizer: PreTrainedTokenizerBase, max_indexes: int = MAX_INDEXES):
         self._tokenizer = tokenizer
         self._vocabulary: Vocabulary | None = None
-        self._indexes: dict[str, Index] = {}
+        self._indexes: OrderedDict[str, Index] = OrderedDict()
+        self._max_indexes = max_indexes
+        self._compiled = 0
         self._token_texts: list[str] | None = None
         self._quote_tokens: torch.Tensor | None = None
 
@@ -58,13 +71,21 @@ class SchemaCompiler:
 
     @property
     def compiled_count(self) -> int:
-        """How many distinct schemas have been compiled so far."""
+        """How many indexes have been compiled so far (a schema again after its eviction
+        counts again)."""
+        return self._compiled
+
+    @property
+    def kept_count(self) -> int:
+        """How many indexes are kept now (at most ``max_indexes``)."""
         return len(self._indexes)
 
     def index_for(self, schema_json: str) -> Index:
         """Return the (cached) index of a canonical JSON schema text."""
         index = self._indexes.get(schema_json)
-        if index is None:
+        if index is not None:
+            self._indexes.move_to_end(schema_json)
+        else:
             from outlines_core import Index
             from outlines_core.json_schema import build_regex_from_schema
 
@@ -72,7 +93,10 @@ class SchemaCompiler:
             ascii_schema, constants = _placeholders_for_constants(json.loads(schema_json))
             regex = build_regex_from_schema(json.dumps(ascii_schema, ensure_ascii=False), "")
             index = Index(_escaped_constants(regex, constants), self._get_vocabulary())
+            self._compiled += 1
             self._indexes[schema_json] = index
+            while len(self._indexes) > self._max_indexes:
+                self._indexes.popitem(last=False)  # rows still decoding hold their own
         return index
 
     def index_or_error(self, schema_json: str, position: int, model_id: str) -> Any:
