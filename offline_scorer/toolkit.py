@@ -14,7 +14,7 @@ Names, by what they serve:
 
 * Verdict features and models (``tools/fit_verdicts.py``, ``benchmarks/verdict_ablation.py``):
   ``relevancy_evidence``, ``similarity_evidence`` (the run-time features of one verdict),
-  ``LogisticModel`` (a fitted model as the scorers read it), ``best_label``,
+  ``LogisticModel`` and ``GatedModel`` (fitted models as the scorers read them), ``best_label``,
   ``RELEVANCY_LABELS`` (the relevancy verdict labels, most relevant first),
   ``shared_embedder`` (the sentence embedder the features use), ``read_features`` (a
   judge's label read as features, ``tools/fit_card_verdicts.py``).
@@ -57,6 +57,7 @@ from offline_scorer.scorers._similarity_score import expected_similarity_score, 
 from offline_scorer.scorers._split import aliases_of, split_answer, split_reference
 from offline_scorer.scorers._verdicts import (
     RELEVANCY_LABELS,
+    GatedModel,
     LogisticModel,
     best_label,
     relevancy_evidence,
@@ -65,6 +66,7 @@ from offline_scorer.scorers._verdicts import (
 
 __all__ = [
     "AnswerSimilarityOptions",
+    "GatedModel",
     "LogisticModel",
     "LoopRow",
     "PerRowSchemaProcessor",

@@ -204,3 +204,36 @@ def test_fit_needs_every_class() -> None:
     X, y, _ = synthetic_problem()
     with pytest.raises(ValueError, match="no example of class"):
         fit(X[y != 1], y[y != 1], ["a", "b", "c", "d"], CLASSES)
+
+
+def test_the_gated_fit_routes_its_rows_as_the_scorer_routes_them() -> None:
+    """``--sentence-gate`` fits the sentence model on the rows ``sentence_rows`` picks; the
+    written model must send exactly those rows to it at run time (``GatedModel``)."""
+    from tools.fit_verdicts import (
+        REL_FEATURES_ALL,
+        SENTENCE_GATE,
+        SIM_FEATURES_ALL,
+        fit_models,
+        sentence_rows,
+    )
+
+    rng = np.random.default_rng(7)
+    Xr = rng.normal(size=(90, len(REL_FEATURES_ALL)))
+    yr = np.arange(90) % 3
+    Xs = rng.normal(size=(200, len(SIM_FEATURES_ALL)))
+    Xs[:, SIM_FEATURES_ALL.index("min_tokens")] = rng.integers(0, 9, size=200)
+    ys = np.arange(200) % 4
+    weights = np.where(np.arange(200) % 10 == 0, 0.0, 1.0)  # a source weighted 0 is left out
+    _, written = fit_models(Xr, yr, Xs, ys, sentences=(Xs, ys, weights))
+    model = toolkit.GatedModel.model_validate(json.loads(dumps_params(written)))
+    assert [c.model_dump(exclude_none=True) for c in model.when] == SENTENCE_GATE
+    rows = sentence_rows(Xs)
+    assert 0 < rows.sum() < len(rows)
+    for x, past in zip(Xs, rows, strict=True):
+        values = dict(zip(SIM_FEATURES_ALL, x.tolist(), strict=True))
+        assert all(c.holds(values) for c in model.when) == past
+        chosen = model.model if past else model.otherwise
+        assert model.probabilities(values) == chosen.probabilities(values)
+    # without a sentence pool the model is the plain logistic one, as shipped
+    _, plain = fit_models(Xr, yr, Xs, ys)
+    assert toolkit.LogisticModel.model_validate(json.loads(dumps_params(plain))).features

@@ -12,11 +12,13 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from pydantic import ValidationError
 
 from offline_scorer import create_answer_relevancy_scorer, create_answer_similarity_scorer
 from offline_scorer._exceptions import ConfigurationError, ModelLoadError
 from offline_scorer.judges._cards import DEFAULT_MODEL, card_for, get_model_card
 from offline_scorer.scorers._answer_relevancy import expected_relevancy_score, relevancy_score
+from offline_scorer.scorers._features import similarity_features
 from offline_scorer.scorers._modes import ModeOptions, resolve_modes
 from offline_scorer.scorers._similarity_score import (
     expected_similarity_score,
@@ -27,6 +29,9 @@ from offline_scorer.scorers._summaries import relevancy_summary, similarity_summ
 from offline_scorer.scorers._verdicts import (
     RELEVANCY_LABELS,
     SIMILARITY_LABELS,
+    GateCondition,
+    GatedModel,
+    LogisticModel,
     _load,
     load_verdict_models,
 )
@@ -70,6 +75,59 @@ def test_verdict_probabilities_sum_to_one(values: list[float]) -> None:
         assert set(probabilities) == set(labels)
         assert abs(sum(probabilities.values()) - 1) < 1e-3
         assert all(0 <= p <= 1 for p in probabilities.values())
+
+
+def _one_feature_model(feature: str, weight: float) -> LogisticModel:
+    """A two-label logistic model on one raw feature (mean 0, scale 1)."""
+    return LogisticModel(
+        kind="logistic",
+        classes=["no", "yes"],
+        features=[feature],
+        means=[0.0],
+        scales=[1.0],
+        weights=[[0.0], [weight]],
+        intercepts=[0.0, 0.0],
+        l2=1.0,
+    )
+
+
+def test_a_gated_model_sends_each_verdict_to_the_model_its_conditions_pick() -> None:
+    gated = GatedModel(
+        kind="gated",
+        when=[
+            GateCondition(feature="min_tokens", at_least=4),
+            GateCondition(feature="len_ratio", at_least=-0.5, at_most=0.5),
+        ],
+        model=_one_feature_model("cos", 4.0),  # sentences: the cosine decides
+        otherwise=_one_feature_model("cos", -4.0),  # anything else: the reverse
+    )
+    assert gated.features == ["cos", "min_tokens", "len_ratio"]
+    sentences = {"cos": 1.0, "min_tokens": 6.0, "len_ratio": 0.1}
+    assert gated.probabilities(sentences)["yes"] > 0.98
+    for outside in ({"min_tokens": 3.0}, {"len_ratio": 0.7}, {"len_ratio": -0.6}):
+        assert gated.probabilities(sentences | outside)["yes"] < 0.02, outside
+    # the ends of a range are inside it
+    assert gated.probabilities(sentences | {"min_tokens": 4.0, "len_ratio": 0.5})["yes"] > 0.98
+    with pytest.raises(ValidationError, match="same classes"):
+        GatedModel(
+            kind="gated",
+            when=[GateCondition(feature="min_tokens", at_least=4)],
+            model=_one_feature_model("cos", 1.0),
+            otherwise=_one_feature_model("cos", 1.0).model_copy(update={"classes": ["a", "b"]}),
+        )
+    with pytest.raises(ValidationError, match="at least 1 item"):
+        GatedModel(kind="gated", when=[], model=gated.model, otherwise=gated.otherwise)
+
+
+def test_min_tokens_is_the_shorter_sides_word_count() -> None:
+    """The feature a gate tells two whole sentences from a short answer by."""
+    paraphrase = similarity_features(
+        "Paris is the capital of France.", "The capital of France is Paris.", cos=0.95
+    )
+    bare = similarity_features("A spider has eight legs.", "Eight.", cos=0.6)
+    assert paraphrase["min_tokens"] >= 4
+    assert bare["min_tokens"] == 1
+    assert similarity_features("", "Eight.")["min_tokens"] == 0
 
 
 # ------------------------------------------------------------------ formulas

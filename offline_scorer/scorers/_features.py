@@ -3,7 +3,9 @@
 * :func:`relevancy_features` - question x statement: coverage of the question, novelty,
   answer type (a number for "how many", a name for "who"), refusals, length.
 * :func:`similarity_features` - reference unit x answer unit: token F1, containment both
-  ways, length ratio, numbers one side lacks, negation mismatch, exact equality, names
+  ways, length ratio, the shorter side's word count (``min_tokens``: a gated verdict model
+  judges two whole sentences apart from a short answer), numbers one side lacks, negation
+  mismatch, exact equality, names
   (capitalised words) one side lacks, a swapped name (each side has one the other lacks) and
   an acronym of the other side's names ("UNEP").
 * :func:`similarity_features_aliases` - the same against the best of several aliases.
@@ -391,6 +393,9 @@ def _name_features(reference: str, answer: str) -> dict[str, float]:
 def similarity_features(reference: str, answer: str, cos: float | None = None) -> dict[str, float]:
     f = _pair_core(reference or "", answer or "")
     f["ref_len"] = _log_len(reference or "")
+    f["min_tokens"] = float(
+        min(len(normalize_tokens(reference or "")), len(normalize_tokens(answer or "")))
+    )
     f.update(_name_features(reference or "", answer or ""))
     if cos is not None:
         f["cos"] = float(cos)

@@ -38,7 +38,7 @@ from offline_scorer.scorers._similarity_read import unit_evidence
 from offline_scorer.scorers._verdicts import (
     RELEVANCY_LABELS,
     SIMILARITY_LABELS,
-    LogisticModel,
+    VerdictModel,
     VerdictModels,
     relevancy_evidence,
 )
@@ -79,24 +79,24 @@ def whole_features(
     }
 
 
-def reads_judge(model: LogisticModel) -> bool:
+def reads_judge(model: VerdictModel) -> bool:
     """Whether a fitted model needs the judge's reads (of any kind)."""
     return _pair_reads(model) or _whole_read(model) or _match_read(model)
 
 
-def _uses(model: LogisticModel, prefix: str) -> bool:
+def _uses(model: VerdictModel, prefix: str) -> bool:
     return any(name.startswith(prefix) for name in model.features)
 
 
-def _pair_reads(model: LogisticModel) -> bool:
+def _pair_reads(model: VerdictModel) -> bool:
     return _uses(model, READ_PREFIX)
 
 
-def _whole_read(model: LogisticModel) -> bool:
+def _whole_read(model: VerdictModel) -> bool:
     return _uses(model, WHOLE_PREFIX)
 
 
-def _match_read(model: LogisticModel) -> bool:
+def _match_read(model: VerdictModel) -> bool:
     return _uses(model, MATCH_PREFIX)
 
 
@@ -109,7 +109,7 @@ def whole_reference(ground_truth: Any) -> str:
 
 
 def _split_reads(
-    model: LogisticModel, parts: list[Any], labels: Sequence[str]
+    model: VerdictModel, parts: list[Any], labels: Sequence[str]
 ) -> tuple[list[Any], dict[str, float]]:
     """The pair reads, and the features of the item's whole reads, of a step's parts (the
     whole-item read, then the match read, each when the model uses it, are the last parts)."""

@@ -24,7 +24,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import Annotated, Any, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -95,6 +95,66 @@ class LogisticModel(BaseModel):
         }
 
 
+class GateCondition(BaseModel):
+    """One feature's range on the way to a gated model's ``model`` (both ends included)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    feature: str
+    at_least: float | None = None
+    at_most: float | None = None
+
+    def holds(self, values: Mapping[str, float]) -> bool:
+        """Whether one verdict's feature lies in the range."""
+        value = float(values[self.feature])
+        low_ok = self.at_least is None or value >= self.at_least
+        return low_ok and (self.at_most is None or value <= self.at_most)
+
+
+class GatedModel(BaseModel):
+    """Two logistic models over the same labels, one chosen per verdict by its features.
+
+    A verdict that meets every condition of ``when`` goes to ``model``, any other to
+    ``otherwise``. ``tools/fit_verdicts.py --sentence-gate`` fits one that judges two whole
+    sentences (each at least four words: a paraphrase, a swapped name) apart from a short
+    reference inside a longer answer: one linear model over both learned from the
+    short-answer pool that an answer as long as its reference is only a partial match. No
+    shipped file uses it yet (README, "Tried and not shipped").
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    kind: Literal["gated"]
+    when: list[GateCondition] = Field(min_length=1)
+    model: LogisticModel
+    otherwise: LogisticModel
+
+    def model_post_init(self, context: Any) -> None:
+        """Check that both models name the same labels in the same order."""
+        if self.model.classes != self.otherwise.classes:
+            raise ValueError("the two models of a gated model need the same classes")
+
+    @property
+    def classes(self) -> list[str]:
+        """The labels, in the models' order."""
+        return self.model.classes
+
+    @property
+    def features(self) -> list[str]:
+        """Every feature either model or a condition reads (each once)."""
+        names = [*self.model.features, *self.otherwise.features]
+        return list(dict.fromkeys([*names, *(c.feature for c in self.when)]))
+
+    def probabilities(self, values: Mapping[str, float]) -> dict[str, float]:
+        """Label probabilities for one verdict's features, from the model the gate picks."""
+        gated = all(condition.holds(values) for condition in self.when)
+        return (self.model if gated else self.otherwise).probabilities(values)
+
+
+VerdictModel = Annotated[LogisticModel | GatedModel, Field(discriminator="kind")]
+"""A fitted verdict model as a verdict file holds it (``kind`` says which)."""
+
+
 class VerdictModelSet(BaseModel):
     """The content of a card's verdict file."""
 
@@ -104,8 +164,8 @@ class VerdictModelSet(BaseModel):
     judge: str
     embedder: str
     scoring: dict[str, Scoring]
-    relevancy: LogisticModel
-    similarity: LogisticModel
+    relevancy: VerdictModel
+    similarity: VerdictModel
     training: dict[str, Any]
     slice_check: dict[str, Any]
 
