@@ -19,6 +19,11 @@ the same work), at batch 1 and at batch 8:
 * ``forward``: a bare loop of ``model(...)`` calls with transformers' default cache, at
   batch 1 only (no padding, no mask): what the model itself costs per token.
 
+Each way runs on each ``--layouts`` model, loaded apart and alternating: ``plain`` (the
+linear layers as transformers builds them) and ``packed`` (their weights laid out once for
+oneDNN, what ``load_model`` does on a CPU in bfloat16; ``judges/transformers/_packing.py``).
+Where packing does not apply (float32, a GPU) both layouts are the same model.
+
 Decode tokens/s excludes the prompt's pass (timed apart as ``prefill s``). Ways alternate
 and figures are medians over ``--repeats``. The last table splits one batch-1 decode step
 of the loop by operator (torch profiler), to show where the time goes. Nothing here asserts
@@ -32,9 +37,11 @@ import json
 import statistics
 import time
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "decode_speed.json"
+_NONE = SimpleNamespace(layers=0)  # a model loaded without trying to pack
 
 
 def bandwidth_bytes_per_s() -> float:
@@ -188,33 +195,59 @@ def main() -> None:
         help="the weights' dtype (default auto: the card's choice for this machine)",
     )
     parser.add_argument("--threads", type=int, help="torch threads (default: the judge's)")
+    parser.add_argument(
+        "--layouts",
+        nargs="+",
+        default=["plain", "packed"],
+        choices=["plain", "packed"],
+        help="weight layouts to measure, each a model loaded apart (packed: the linear "
+        "layers laid out once for oneDNN, what load_model does on a CPU in bfloat16)",
+    )
     args = parser.parse_args()
 
     import torch
 
     from offline_scorer import load_model
 
-    loaded = load_model(args.model, dtype=args.dtype, threads=args.threads)
-    weight_bytes = sum(p.numel() * p.element_size() for p in loaded.model.parameters())
+    models = {
+        layout: load_model(
+            args.model, dtype=args.dtype, threads=args.threads, pack_weights=layout == "packed"
+        )
+        for layout in args.layouts
+    }
+    loaded = models[args.layouts[-1]]
+    plain = (
+        models.get("plain") or load_model(args.model, dtype=args.dtype, pack_weights=False)
+    ).model
+    # the ceiling counts the weights in their plain layout: a packed layer holds no parameter
+    weight_bytes = sum(p.numel() * p.element_size() for p in plain.parameters())
+    del plain
     bandwidth = bandwidth_bytes_per_s()
     ceiling = bandwidth / weight_bytes
     row = prompt_ids(loaded)
     cases = [
-        (way, batch) for batch in (1, 8) for way in WAYS if not (way == "forward" and batch > 1)
+        (layout, way, batch)
+        for layout in args.layouts
+        for batch in (1, 8)
+        for way in WAYS
+        if not (way == "forward" and batch > 1)
     ]
-    samples: dict[tuple[str, int], list[tuple[float, float]]] = {case: [] for case in cases}
-    for way, batch in cases:  # warm-up, not timed
-        WAYS[way](loaded, [row] * batch, 4)
+    samples: dict[tuple[str, str, int], list[tuple[float, float]]] = {c: [] for c in cases}
+    for layout, way, batch in cases:  # warm-up, not timed
+        WAYS[way](models[layout], [row] * batch, 4)
     for _ in range(args.repeats):
-        for way, batch in cases:
-            samples[(way, batch)].append(WAYS[way](loaded, [row] * batch, args.tokens))
+        for layout, way, batch in cases:
+            runs = samples[(layout, way, batch)]
+            runs.append(WAYS[way](models[layout], [row] * batch, args.tokens))
 
     results = []
-    for (way, batch), runs in samples.items():
+    for (layout, way, batch), runs in samples.items():
         decode = statistics.median(d for _, d in runs)
         rate = batch * args.tokens / decode
         results.append(
             {
+                "layout": layout,
+                "packed_layers": (models[layout].packing or _NONE).layers,
                 "way": way,
                 "batch": batch,
                 "prefill_s": statistics.median(p for p, _ in runs),
@@ -236,7 +269,7 @@ def main() -> None:
         "results": results,
         "batch1_step_profile": profile_rows,
     }
-    rate = {(r["way"], r["batch"]): r["tokens_per_s"] for r in results}
+    rate = {(r["layout"], r["way"], r["batch"]): r["tokens_per_s"] for r in results}
     print(
         f"{loaded.fingerprint} in {loaded.dtype}. "
         f"Bandwidth {report['bandwidth_gb_per_s']:.1f} GB/s, weights {report['weight_mb']:.0f} MB"
@@ -244,20 +277,36 @@ def main() -> None:
         f"{args.tokens} new tokens per row, {report['threads']} threads, medians of "
         f"{args.repeats}.\n"
     )
-    print("| way | batch | prefill s | decode s | generated tok/s | of ceiling | vs batch 1 |")
-    print("|---|---:|---:|---:|---:|---:|---:|")
+    print(
+        "| weights | way | batch | prefill s | decode s | generated tok/s | of ceiling "
+        "| vs batch 1 | vs plain |"
+    )
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|")
     for r in results:
         share = f"{r['fraction_of_ceiling']:.0%}" if r["fraction_of_ceiling"] else ""
+        key = (r["layout"], r["way"], r["batch"])
         versus = (
-            f"{r['tokens_per_s'] / rate[(r['way'], 1)]:.2f}x"
-            if r["batch"] > 1 and (r["way"], 1) in rate
+            f"{r['tokens_per_s'] / rate[(r['layout'], r['way'], 1)]:.2f}x"
+            if r["batch"] > 1 and (r["layout"], r["way"], 1) in rate
             else ""
         )
-        print(
-            f"| {r['way']} | {r['batch']} | {r['prefill_s']:.2f} | {r['decode_s']:.2f} | "
-            f"{r['tokens_per_s']:.1f} | {share} | {versus} |"
+        plain_key = ("plain", *key[1:])
+        over_plain = (
+            f"{r['tokens_per_s'] / rate[plain_key]:.2f}x"
+            if r["layout"] != "plain" and plain_key in rate
+            else ""
         )
-    print("\nOne batch-1 decode step of the loop, by operator (self CPU time, 16 steps):\n")
+        layers = (
+            f"{r['layout']} ({r['packed_layers']} packed)" if r["packed_layers"] else r["layout"]
+        )
+        print(
+            f"| {layers} | {r['way']} | {r['batch']} | {r['prefill_s']:.2f} | "
+            f"{r['decode_s']:.2f} | {r['tokens_per_s']:.1f} | {share} | {versus} | {over_plain} |"
+        )
+    print(
+        f"\nOne batch-1 decode step of the loop ({args.layouts[-1]} weights), by operator "
+        "(self CPU time, 16 steps):\n"
+    )
     print("| operator | calls | self ms | share |")
     print("|---|---:|---:|---:|")
     for p in profile_rows:
