@@ -37,11 +37,9 @@ import json
 import statistics
 import time
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "decode_speed.json"
-_NONE = SimpleNamespace(layers=0)  # a model loaded without trying to pack
 
 
 def bandwidth_bytes_per_s() -> float:
@@ -247,7 +245,7 @@ def main() -> None:
         results.append(
             {
                 "layout": layout,
-                "packed_layers": (models[layout].packing or _NONE).layers,
+                "packed_layers": getattr(models[layout].packing, "layers", 0),
                 "way": way,
                 "batch": batch,
                 "prefill_s": statistics.median(p for p, _ in runs),

@@ -102,29 +102,35 @@ def _weight_file_mappings() -> list[tuple[int, int]]:
     return ranges
 
 
+def _mapped(tensor: torch.Tensor, mappings: list[tuple[int, int]]) -> bool:
+    """Whether ``tensor`` lies in one of the mapped weights files."""
+    start = tensor.data_ptr()
+    end = start + tensor.numel() * tensor.element_size()
+    return any(low <= start and end <= high for low, high in mappings)
+
+
 def _release_pages(tensor: torch.Tensor, mappings: list[tuple[int, int]]) -> None:
     """Hand the pages a file-mapped tensor wholly covers back to the system.
 
     Only inside a mapped weights file, whose pages the kernel reads again from the file if
     anything touches them later: anonymous memory would lose its contents instead.
     """
-    start = tensor.data_ptr()
-    end = start + tensor.numel() * tensor.element_size()
-    if not any(low <= start and end <= high for low, high in mappings):
+    if not _mapped(tensor, mappings):
         return
     page = 4096
-    first, last = -(-start // page) * page, end // page * page
+    start = tensor.data_ptr()
+    first = -(-start // page) * page
+    last = (start + tensor.numel() * tensor.element_size()) // page * page
     if last > first:
         madvise = ctypes.CDLL(None, use_errno=True).madvise
         madvise(ctypes.c_void_p(first), ctypes.c_size_t(last - first), 4)  # MADV_DONTNEED
 
 
-def _copy_out_of_files(model: torch.nn.Module) -> None:
-    """Give every parameter left its own memory, so that no weight keeps a file mapped."""
-    seen: set[int] = set()
+def _copy_out_of_files(model: torch.nn.Module, mappings: list[tuple[int, int]]) -> None:
+    """Give each parameter left in a mapped weights file its own memory, so that no weight
+    keeps the file mapped (``parameters()`` yields a shared parameter once)."""
     for parameter in model.parameters():
-        if id(parameter) not in seen:
-            seen.add(id(parameter))
+        if _mapped(parameter, mappings):
             parameter.data = parameter.data.clone()
     gc.collect()
 
@@ -174,5 +180,5 @@ def pack_linear_layers(model: torch.nn.Module) -> PackingReport:
             else:
                 _release_pages(weight, mappings)
     if layers:
-        _copy_out_of_files(model)
+        _copy_out_of_files(model, mappings)
     return PackingReport(layers, total, copied)
