@@ -17,6 +17,12 @@ result-cache hit would skip the model entirely; that case is shown as a third ro
 *second run, result cached*, for completeness). The peak RSS of each child comes from the
 OS (``os.wait4`` returns the child's own resource usage). With ``--repeats`` > 1 every row is repeated with
 a fresh cache folder and medians are reported. Nothing here asserts a time.
+
+``--layouts plain packed`` runs the second run twice per repeat, alternating: once as the
+CLI is (``packed``: on a CPU in bfloat16 the linear layers are packed at load) and once
+with packing switched off in the child (``plain``: the child is the same CLI started
+through ``python -c`` with ``load_model``'s packing replaced by nothing, a benchmark-only
+switch). Both read the same converted copy, so the two rows differ only by the layout.
 """
 
 from __future__ import annotations
@@ -49,11 +55,25 @@ def cli() -> str:
     return str(path)
 
 
+# The CLI with load_model's packing switched off (the ``plain`` layout).
+PLAIN_CLI = (
+    "from offline_scorer.judges.transformers import _loading; "
+    "_loading.pack_linear_layers = lambda model: None; "
+    "from offline_scorer.cli import main; main()"
+)
+
+
 def run_once(
-    label: str, data: Path, cache: Path, use_result_cache: bool, model: list[str]
+    label: str,
+    data: Path,
+    cache: Path,
+    use_result_cache: bool,
+    model: list[str],
+    layout: str = "packed",
 ) -> dict[str, Any]:
     """Start one CLI process, wait for it, and return its wall time and peak RSS."""
-    command = [cli(), "score", str(data), "-q", "--out", str(cache / f"{label}.jsonl"), *model]
+    start = [cli()] if layout == "packed" else [sys.executable, "-c", PLAIN_CLI]
+    command = [*start, "score", str(data), "-q", "--out", str(cache / f"{label}.jsonl"), *model]
     command.append("--cache" if use_result_cache else "--no-cache")
     env = {**os.environ, "OFFLINE_SCORER_CACHE": str(cache)}
     log = cache / f"{label}.log"
@@ -84,6 +104,13 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
     parser.add_argument("--model", default=None, help="a model card (default: the embedded one)")
     parser.add_argument("--dtype", default=None, help="passed to the CLI's --dtype")
+    parser.add_argument(
+        "--layouts",
+        nargs="+",
+        choices=("plain", "packed"),
+        default=["packed"],
+        help="weight layouts of the second run (plain: packing switched off in the child)",
+    )
     args = parser.parse_args()
     model: list[str] = []  # the judge's flags, passed to every run as given
     if args.model:
@@ -91,7 +118,13 @@ def main() -> None:
     if args.dtype:
         model += ["--dtype", args.dtype]
 
-    labels = ("first run", "second run", "second run, result cached")
+    seconds = [
+        "second run"
+        if layout == "packed" and args.layouts == ["packed"]
+        else f"second run, {layout}"
+        for layout in args.layouts
+    ]
+    labels = ("first run", *seconds, "second run, result cached")
     rows: dict[str, list[dict[str, Any]]] = {label: [] for label in labels}
     with tempfile.TemporaryDirectory(prefix="cold-start-") as folder:
         data = Path(folder) / "one.jsonl"
@@ -99,13 +132,16 @@ def main() -> None:
         for repeat in range(args.repeats):
             cache = Path(folder) / f"cache-{repeat}"
             cache.mkdir()
-            for label in labels:
+            # alternate which layout goes first, so neither always finds the warmer machine
+            order = labels if repeat % 2 == 0 else (labels[0], *seconds[::-1], labels[-1])
+            for label in order:
                 result = run_once(
                     label.replace(" ", "-").replace(",", ""),
                     data,
                     cache,
                     use_result_cache=label.endswith("cached"),
                     model=model,
+                    layout="plain" if label.endswith("plain") else "packed",
                 )
                 # The cached row needs a result in the cache: the run before it wrote none
                 # (--no-cache), so it fills the cache first and is timed the second time.

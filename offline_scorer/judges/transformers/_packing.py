@@ -12,16 +12,20 @@ the same, so the outputs are the same bits: :func:`pack_linear_layers` checks th
 layer it packs (one row of random input) and leaves the model as it was where they differ.
 The plain weight is dropped, so the packed one does not double the memory: transformers
 maps the weights file into memory, and each plain weight's pages are handed back to the
-system as soon as its packed copy exists (``madvise``; Linux), then every weight left (the
-embedding table, the norms) is copied out of the file so that the mapping closes. A weight
-the model shares with another module (an output head tied to the embedding table) is packed
-as a copy and the shared one stays.
+system as soon as its packed copy exists (``madvise``; Linux). The weights left (the
+embedding table, the norms) stay pages of the file, as they are without packing: a decode
+step reads one row of the embedding table, so most of it is never resident. A weight the
+model shares with another module (an output head tied to the embedding table) is packed as
+a copy and the shared one stays.
+
+The check that the packed kernel gives the same bits runs once per kind of layer (shape,
+bias or none): layers of one kind run the same kernel on the same layout, and checking
+every one of them cost a second pass over all weights at load.
 """
 
 from __future__ import annotations
 
 import ctypes
-import gc
 import logging
 import sys
 from dataclasses import dataclass
@@ -126,15 +130,6 @@ def _release_pages(tensor: torch.Tensor, mappings: list[tuple[int, int]]) -> Non
         madvise(ctypes.c_void_p(first), ctypes.c_size_t(last - first), 4)  # MADV_DONTNEED
 
 
-def _copy_out_of_files(model: torch.nn.Module, mappings: list[tuple[int, int]]) -> None:
-    """Give each parameter left in a mapped weights file its own memory, so that no weight
-    keeps the file mapped (``parameters()`` yields a shared parameter once)."""
-    for parameter in model.parameters():
-        if _mapped(parameter, mappings):
-            parameter.data = parameter.data.clone()
-    gc.collect()
-
-
 def pack_linear_layers(model: torch.nn.Module) -> PackingReport:
     """Swap every bfloat16 CPU ``nn.Linear`` of ``model`` for a packed one, in place.
 
@@ -158,6 +153,7 @@ def pack_linear_layers(model: torch.nn.Module) -> PackingReport:
             owners[id(parameter)] = owners.get(id(parameter), 0) + 1
     layers, total, copied = 0, 0, 0
     generator = torch.Generator().manual_seed(0)
+    same_bits: dict[tuple[Any, ...], bool] = {}  # per kind of layer: packed == plain
     mappings = _weight_file_mappings()
     with torch.no_grad():
         for name, module in list(model.named_modules()):
@@ -166,9 +162,13 @@ def pack_linear_layers(model: torch.nn.Module) -> PackingReport:
             weight = module.weight.detach()
             packed = torch.ops.mkldnn._reorder_linear_weight(weight, 1)
             bias = None if module.bias is None else module.bias.detach().clone()
-            probe = torch.randn(1, weight.shape[1], generator=generator).to(torch.bfloat16)
             replacement = packed_linear(packed, bias, weight.shape)
-            if not torch.equal(replacement(probe), torch.nn.functional.linear(probe, weight, bias)):
+            kind = (tuple(weight.shape), bias is not None)
+            if kind not in same_bits:
+                probe = torch.randn(1, weight.shape[1], generator=generator).to(torch.bfloat16)
+                plain = torch.nn.functional.linear(probe, weight, bias)
+                same_bits[kind] = torch.equal(replacement(probe), plain)
+            if not same_bits[kind]:
                 logger.warning("Not packing %s: the packed kernel gives other numbers", name)
                 continue
             parent_name, _, child = name.rpartition(".")
@@ -179,6 +179,4 @@ def pack_linear_layers(model: torch.nn.Module) -> PackingReport:
                 copied += weight.numel() * weight.element_size()
             else:
                 _release_pages(weight, mappings)
-    if layers:
-        _copy_out_of_files(model, mappings)
     return PackingReport(layers, total, copied)
