@@ -25,7 +25,13 @@ from offline_scorer import (
 from offline_scorer.judges import _cards
 from offline_scorer.judges.embeddings import shared_embedder
 from offline_scorer.scorers import _verdicts
-from offline_scorer.scorers._judge_reads import MATCH_LABELS, whole_features, whole_reference
+from offline_scorer.scorers._judge_reads import (
+    MATCH_LABELS,
+    for_item,
+    item_features,
+    whole_features,
+    whole_reference,
+)
 from offline_scorer.scorers._split import aliases_of
 from offline_scorer.scorers._verdicts import SIMILARITY_LABELS
 from offline_scorer.toolkit import (
@@ -287,3 +293,65 @@ def test_similarity_asks_its_yes_or_no_question_after_the_whole_item_read(
     for match, row in zip(result.analyze_step_result["matches"], evidence, strict=True):
         table = [model.probabilities({**cell, **features}) for cell in row]
         assert match["probabilities"] in [{k: p[k] for k in SIMILARITY_LABELS} for p in table]
+
+
+# The Qwen cards' gate: the match read up to a reference of a few words, the evidence alone
+# (no read at all) past it.
+EVIDENCE_ONLY = logistic(
+    ["missing", "partial", "semantic", "exact"],
+    ["cos"],
+    [[0.0], [1.0], [2.0], [3.0]],
+)
+GATED_ON_REFERENCE = {
+    **VERDICTS,
+    "similarity": {
+        "kind": "gated",
+        "when": [{"feature": "reference_words", "at_most": 6.0}],
+        "model": WITH_MATCH["similarity"],
+        "otherwise": EVIDENCE_ONLY,
+    },
+}
+
+
+@pytest.mark.parametrize(
+    ("reference", "reads"),
+    [
+        (REFERENCE, True),  # 6 words: the match read (and the whole-item read its model uses)
+        (REFERENCE + " It lies on the Seine.", False),  # 11 words: the evidence alone
+    ],
+)
+def test_a_gate_on_the_references_length_reads_the_judge_only_below_it(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    judge: TransformersJudge,
+    reference: str,
+    reads: bool,
+) -> None:
+    judge = on_card(judge, write_card(tmp_path, monkeypatch, GATED_ON_REFERENCE))
+    scorer = create_answer_similarity_scorer(judge=judge, scale=1)
+    result = scorer.run(input=QUESTION, output=OUTPUT, ground_truth=reference)
+    assert result.status == "scored"
+    labels_calls = [call for call in judge.call_log if call.kind == "labels"]
+    assert [len(call.items) for call in labels_calls] == ([2] if reads else [])
+    units = result.preprocess_step_result
+    evidence = similarity_evidence(
+        shared_embedder("all-minilm-l6-v2"),
+        [aliases_of(unit) or [unit] for unit in units["ground_truth_units"]],
+        units["output_units"],
+        reference,
+        OUTPUT,
+    )
+    if not reads:
+        # past the gate every verdict is the evidence-only model's
+        model = _verdicts.LogisticModel.model_validate(EVIDENCE_ONLY)
+        for match, row in zip(result.analyze_step_result["matches"], evidence, strict=True):
+            table = [model.probabilities(cell) for cell in row]
+            assert match["probabilities"] in [{k: p[k] for k in SIMILARITY_LABELS} for p in table]
+    gated = _verdicts.GatedModel.model_validate(GATED_ON_REFERENCE["similarity"])
+    assert for_item(gated, item_features(reference, OUTPUT)) is (
+        gated.model if reads else gated.otherwise
+    )
+    # a model that is not gated, or gated on a unit's features, judges every item itself
+    assert for_item(gated.model, {"reference_words": 99.0}) is gated.model
+    by_unit = gated.model_copy(update={"when": [_verdicts.GateCondition(feature="min_tokens")]})
+    assert for_item(by_unit, item_features(reference, OUTPUT)) is by_unit

@@ -124,6 +124,9 @@ def test_match_reads_are_similarity_only_and_show_the_reference_as_the_scorer_do
     )
 
 
+LONGEST_ANSWER_READ = {"qwen2.5-coder-1.5b-instruct": 81.0, "qwen2.5-coder-0.5b-instruct": 85.0}
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("card", ["qwen2.5-coder-1.5b-instruct", "qwen2.5-coder-0.5b-instruct"])
 def test_the_stored_reads_refit_the_shipped_card_verdicts_number_for_number(card: str) -> None:
@@ -141,10 +144,20 @@ def test_the_stored_reads_refit_the_shipped_card_verdicts_number_for_number(card
     assert differences(wanted, refit, rel=1e-3) == []
     # ...and a coefficient moved by 1% is still caught.
     moved = json.loads(json.dumps(wanted))
-    moved["similarity"]["weights"][1][0] *= 1.01
+    moved["similarity"]["model"]["weights"][1][0] *= 1.01
     assert len(differences(moved, refit, rel=1e-3)) == 1
-    assert any(name.startswith("match_") for name in refit["similarity"]["features"])
+    # Similarity: the match read up to the longest reference and answer read, the embedded
+    # card's model (no read) past them.
+    gated = refit["similarity"]
+    assert gated["kind"] == "gated"
+    assert gated["when"] == [
+        {"feature": "reference_words", "at_most": 39.0},
+        # the longest answer each card read (the 0.5B read a few examples more)
+        {"feature": "answer_words", "at_most": LONGEST_ANSWER_READ[card]},
+    ]
+    assert any(name.startswith("match_") for name in gated["model"]["features"])
     embedded = json.loads((MODELS / "smollm2-135m-instruct.verdicts.json").read_text("utf-8"))
+    assert gated["otherwise"] == embedded["similarity"]
     if card == "qwen2.5-coder-0.5b-instruct":
         # Its read of a statement added nothing in grouped CV: relevancy is the embedded
         # card's model, copied, and makes no judge call.

@@ -15,7 +15,10 @@ label, renormalised over the labels and floored at :data:`LOGPROB_FLOOR`:
   judge tells a wrong fact from a paraphrase far better this way than by grading the
   reference's units on four labels.
 
-A model uses any of these kinds; a run reads only what its model uses. The fitted regression weighs
+A model uses any of these kinds; a run reads only what its model uses. A gated similarity
+model whose gate reads only item features (``_similarity_read.ITEM_FEATURES``: the word counts of the
+whole reference and the whole answer) picks one of its two models per item, and the item is read
+as that model needs (:func:`for_item`). The fitted regression weighs
 them against the lexical and embedding evidence, so the model's knowledge counts where it
 helps and the cheap evidence where the model is unsure (``tools/fit_card_verdicts.py``
 fits it on train-data reads stored by ``tools/read_training.py``).
@@ -30,14 +33,19 @@ import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from offline_scorer._text import ground_truth_text
 from offline_scorer.judges.embeddings import shared_embedder
 from offline_scorer.pipeline._prompts import render_prompt
 from offline_scorer.pipeline._steps import Parts, PromptStep, Skip, StepContext
-from offline_scorer.scorers._similarity_read import unit_evidence
+from offline_scorer.scorers._similarity_read import (
+    item_features,
+    unit_evidence,
+    whole_reference,
+)
 from offline_scorer.scorers._verdicts import (
     RELEVANCY_LABELS,
     SIMILARITY_LABELS,
+    GatedModel,
+    LogisticModel,
     VerdictModel,
     VerdictModels,
     relevancy_evidence,
@@ -100,12 +108,13 @@ def _match_read(model: VerdictModel) -> bool:
     return _uses(model, MATCH_PREFIX)
 
 
-def whole_reference(ground_truth: Any) -> str:
-    """The reference as the whole-item read shows it: the text, or a list of alternative
-    references joined with `` / `` (the alias notation of ``_split.aliases_of``)."""
-    if isinstance(ground_truth, list) and all(isinstance(item, str) for item in ground_truth):
-        return " / ".join(item.strip() for item in ground_truth if item.strip())
-    return ground_truth_text(ground_truth) or ""
+def for_item(model: VerdictModel, item: dict[str, float]) -> VerdictModel:
+    """The model that judges every verdict of an item: for a gated model whose conditions
+    read only item features, the one its gate picks; any other model as it is."""
+    if isinstance(model, GatedModel) and all(c.feature in item for c in model.when):
+        chosen: LogisticModel = model.model if model.holds(item) else model.otherwise
+        return chosen
+    return model
 
 
 def _split_reads(
@@ -173,10 +182,10 @@ def similarity_step(
     one of the whole reference against the whole answer), with the evidence;
     ``analysis(context, references, answers, table)`` turns the probability table (one row
     per reference unit, one cell per answer unit) into matches."""
-    model = models.models.similarity
+    gated = models.models.similarity
 
     def pairs(ctx: StepContext) -> list[tuple[int, int]]:
-        if not _pair_reads(model):
+        if not _pair_reads(for_item(gated, item_features(ctx.ground_truth, ctx.output_text))):
             return []
         units = ctx.preprocess_result
         return [
@@ -190,6 +199,7 @@ def similarity_step(
         references, answers = units["ground_truth_units"], units["output_units"]
         if not references or not answers:
             return Skip(analysis(ctx, references, answers, [[] for _ in references]))
+        model = for_item(gated, item_features(ctx.ground_truth, ctx.output_text))
         prompts = [
             render_prompt(
                 "answer-similarity",
@@ -212,13 +222,18 @@ def similarity_step(
             }
             prompts.append(render_prompt("answer-similarity", ctx.language, "match", shown))
             labels.append(MATCH_LABELS)
+        if not prompts:  # the gate chose a model that reads nothing: no judge call
+            return Skip(merge(ctx, []))
         return Parts(prompts=prompts, merge=merge, labels=labels)
 
     def merge(ctx: StepContext, parts: list[Any]) -> dict[str, Any]:
         units = ctx.preprocess_result
         references, answers = units["ground_truth_units"], units["output_units"]
         evidence = unit_evidence(models, ctx)
+        item = item_features(ctx.ground_truth, ctx.output_text)
+        model = for_item(gated, item)
         pair_parts, whole = _split_reads(model, parts, SIMILARITY_LABELS)
+        whole = {**item, **whole}
         reads = dict(zip(pairs(ctx), pair_parts, strict=True))
 
         def features(i: int, j: int, cell: dict[str, float]) -> dict[str, float]:

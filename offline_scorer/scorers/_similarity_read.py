@@ -26,6 +26,27 @@ from offline_scorer.scorers._verdicts import (
 TEMPLATES = "answer-similarity"
 
 
+def whole_reference(ground_truth: Any) -> str:
+    """The reference as the whole-item read shows it: the text, or a list of alternative
+    references joined with `` / `` (the alias notation of ``_split.aliases_of``)."""
+    if isinstance(ground_truth, list) and all(isinstance(item, str) for item in ground_truth):
+        return " / ".join(item.strip() for item in ground_truth if item.strip())
+    return ground_truth_text(ground_truth) or ""
+
+
+ITEM_FEATURES = ("reference_words", "answer_words")
+"""Features of a whole similarity item, the same for each of its verdicts."""
+
+
+def item_features(ground_truth: Any, output: str) -> dict[str, float]:
+    """The item features of a similarity run: the word counts of the reference and of the
+    answer as the match read shows them (:func:`whole_reference`)."""
+    return {
+        "reference_words": float(len(whole_reference(ground_truth).split())),
+        "answer_words": float(len(output.split())),
+    }
+
+
 def read_with(models: VerdictModels) -> Any:
     """The analyze step reading each reference unit's match from the fitted verdict model."""
 
@@ -37,7 +58,9 @@ def read_with(models: VerdictModels) -> Any:
         table: list[list[dict[str, float]]] = [[] for _ in references]
         if answers:
             evidence = unit_evidence(models, ctx)
-            table = [[models.models.similarity.probabilities(f) for f in row] for row in evidence]
+            item = item_features(ctx.ground_truth, ctx.output_text)
+            model = models.models.similarity
+            table = [[model.probabilities({**f, **item}) for f in row] for row in evidence]
         return analysis_from(ctx.options.points(), references, answers, table)
 
     return analyze

@@ -115,11 +115,18 @@ class GatedModel(BaseModel):
     """Two logistic models over the same labels, one chosen per verdict by its features.
 
     A verdict that meets every condition of ``when`` goes to ``model``, any other to
-    ``otherwise``. ``tools/fit_verdicts.py --sentence-gate`` fits one that judges two whole
-    sentences (each at least four words: a paraphrase, a swapped name) apart from a short
-    reference inside a longer answer: one linear model over both learned from the
-    short-answer pool that an answer as long as its reference is only a partial match. No
-    shipped file uses it yet (README, "Tried and not shipped").
+    ``otherwise``. Two uses:
+
+    * the Qwen cards' similarity (``tools/fit_card_verdicts.py``): the match read was fitted
+      on short texts, so a gate on the item's ``reference_words`` and ``answer_words``
+      sends longer ones to a model without the read (the embedded card's); a gate on item
+      features only picks one model per item, so the scorer skips the read the other model
+      does not use (``_judge_reads.for_item``);
+    * ``tools/fit_verdicts.py --sentence-gate`` fits one that judges two whole sentences
+      (each at least four words: a paraphrase, a swapped name) apart from a short reference
+      inside a longer answer: one linear model over both learned from the short-answer pool
+      that an answer as long as its reference is only a partial match. Not shipped (README,
+      "Tried and not shipped").
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -145,10 +152,13 @@ class GatedModel(BaseModel):
         names = [*self.model.features, *self.otherwise.features]
         return list(dict.fromkeys([*names, *(c.feature for c in self.when)]))
 
+    def holds(self, values: Mapping[str, float]) -> bool:
+        """Whether these features meet every condition (the verdict goes to ``model``)."""
+        return all(condition.holds(values) for condition in self.when)
+
     def probabilities(self, values: Mapping[str, float]) -> dict[str, float]:
         """Label probabilities for one verdict's features, from the model the gate picks."""
-        gated = all(condition.holds(values) for condition in self.when)
-        return (self.model if gated else self.otherwise).probabilities(values)
+        return (self.model if self.holds(values) else self.otherwise).probabilities(values)
 
 
 VerdictModel = Annotated[LogisticModel | GatedModel, Field(discriminator="kind")]
