@@ -213,6 +213,18 @@ OUTPUT = "Paris is the capital of France. The Seine flows through it."
 REFERENCE = "The capital of France is Paris."
 
 
+def run_evidence(result: Any, reference: str) -> list[list[dict[str, float]]]:
+    """The evidence of every (reference unit, answer unit) pair of a similarity run."""
+    units = result.preprocess_step_result
+    return similarity_evidence(
+        shared_embedder("all-minilm-l6-v2"),
+        [aliases_of(unit) or [unit] for unit in units["ground_truth_units"]],
+        units["output_units"],
+        reference,
+        OUTPUT,
+    )
+
+
 def similarity_run(
     judge: TransformersJudge, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, verdicts: dict
 ) -> tuple[TransformersJudge, Any]:
@@ -281,14 +293,7 @@ def test_similarity_asks_its_yes_or_no_question_after_the_whole_item_read(
         **whole_features(match_read.labels, match_read.logprobs, "match_"),
     }
     assert set(features) >= {"match_yes", "match_no", "whole_exact"}
-    units = result.preprocess_step_result
-    evidence = similarity_evidence(
-        shared_embedder("all-minilm-l6-v2"),
-        [aliases_of(unit) or [unit] for unit in units["ground_truth_units"]],
-        units["output_units"],
-        REFERENCE,
-        OUTPUT,
-    )
+    evidence = run_evidence(result, REFERENCE)
     model = _verdicts.LogisticModel.model_validate(WITH_MATCH["similarity"])
     for match, row in zip(result.analyze_step_result["matches"], evidence, strict=True):
         table = [model.probabilities({**cell, **features}) for cell in row]
@@ -333,14 +338,7 @@ def test_a_gate_on_the_references_length_reads_the_judge_only_below_it(
     assert result.status == "scored"
     labels_calls = [call for call in judge.call_log if call.kind == "labels"]
     assert [len(call.items) for call in labels_calls] == ([2] if reads else [])
-    units = result.preprocess_step_result
-    evidence = similarity_evidence(
-        shared_embedder("all-minilm-l6-v2"),
-        [aliases_of(unit) or [unit] for unit in units["ground_truth_units"]],
-        units["output_units"],
-        reference,
-        OUTPUT,
-    )
+    evidence = run_evidence(result, reference)
     if not reads:
         # past the gate every verdict is the evidence-only model's
         model = _verdicts.LogisticModel.model_validate(EVIDENCE_ONLY)

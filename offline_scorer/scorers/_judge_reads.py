@@ -16,9 +16,9 @@ label, renormalised over the labels and floored at :data:`LOGPROB_FLOOR`:
   reference's units on four labels.
 
 A model uses any of these kinds; a run reads only what its model uses. A gated similarity
-model whose gate reads only item features (``_similarity_read.ITEM_FEATURES``: the word counts of the
-whole reference and the whole answer) picks one of its two models per item, and the item is read
-as that model needs (:func:`for_item`). The fitted regression weighs
+model whose gate reads only item features (``_similarity_read.item_features``: the word
+counts of the whole reference and the whole answer) picks one of its two models per item,
+and the item is read as that model needs (:func:`for_item`). The fitted regression weighs
 them against the lexical and embedding evidence, so the model's knowledge counts where it
 helps and the cheap evidence where the model is unsure (``tools/fit_card_verdicts.py``
 fits it on train-data reads stored by ``tools/read_training.py``).
@@ -184,8 +184,13 @@ def similarity_step(
     per reference unit, one cell per answer unit) into matches."""
     gated = models.models.similarity
 
-    def pairs(ctx: StepContext) -> list[tuple[int, int]]:
-        if not _pair_reads(for_item(gated, item_features(ctx.ground_truth, ctx.output_text))):
+    def chosen(ctx: StepContext) -> tuple[dict[str, float], VerdictModel]:
+        """The item's features and the model that judges it."""
+        item = item_features(ctx.ground_truth, ctx.output_text)
+        return item, for_item(gated, item)
+
+    def pairs(ctx: StepContext, model: VerdictModel) -> list[tuple[int, int]]:
+        if not _pair_reads(model):
             return []
         units = ctx.preprocess_result
         return [
@@ -199,7 +204,7 @@ def similarity_step(
         references, answers = units["ground_truth_units"], units["output_units"]
         if not references or not answers:
             return Skip(analysis(ctx, references, answers, [[] for _ in references]))
-        model = for_item(gated, item_features(ctx.ground_truth, ctx.output_text))
+        _, model = chosen(ctx)
         prompts = [
             render_prompt(
                 "answer-similarity",
@@ -207,7 +212,7 @@ def similarity_step(
                 "verdict",
                 {"ground_truth_unit": references[i], "output": answers[j]},
             )
-            for i, j in pairs(ctx)
+            for i, j in pairs(ctx, model)
         ]
         reference = whole_reference(ctx.ground_truth)
         if _whole_read(model):
@@ -230,11 +235,10 @@ def similarity_step(
         units = ctx.preprocess_result
         references, answers = units["ground_truth_units"], units["output_units"]
         evidence = unit_evidence(models, ctx)
-        item = item_features(ctx.ground_truth, ctx.output_text)
-        model = for_item(gated, item)
+        item, model = chosen(ctx)
         pair_parts, whole = _split_reads(model, parts, SIMILARITY_LABELS)
         whole = {**item, **whole}
-        reads = dict(zip(pairs(ctx), pair_parts, strict=True))
+        reads = dict(zip(pairs(ctx, model), pair_parts, strict=True))
 
         def features(i: int, j: int, cell: dict[str, float]) -> dict[str, float]:
             if (i, j) in reads:

@@ -34,13 +34,10 @@ def whole_reference(ground_truth: Any) -> str:
     return ground_truth_text(ground_truth) or ""
 
 
-ITEM_FEATURES = ("reference_words", "answer_words")
-"""Features of a whole similarity item, the same for each of its verdicts."""
-
-
 def item_features(ground_truth: Any, output: str) -> dict[str, float]:
-    """The item features of a similarity run: the word counts of the reference and of the
-    answer as the match read shows them (:func:`whole_reference`)."""
+    """The features of a whole similarity item, the same for each of its verdicts: the word
+    counts of the reference and of the answer as the match read shows them
+    (:func:`whole_reference`)."""
     return {
         "reference_words": float(len(whole_reference(ground_truth).split())),
         "answer_words": float(len(output.split())),
