@@ -52,7 +52,7 @@ from offline_scorer.scorers import AnswerSimilarityOptions, _features
 from offline_scorer.scorers._answer_relevancy import expected_relevancy_score, relevancy_score
 from offline_scorer.scorers._features import _REFUSAL, containment, normalize_tokens
 from offline_scorer.scorers._judge_reads import read_features
-from offline_scorer.scorers._similarity_read import analysis_from
+from offline_scorer.scorers._similarity_read import analysis_from, item_features
 from offline_scorer.scorers._similarity_score import expected_similarity_score, similarity_score
 from offline_scorer.scorers._split import aliases_of, split_answer, split_reference
 from offline_scorer.scorers._verdicts import (
@@ -82,6 +82,7 @@ __all__ = [
     "eos_ids",
     "expected_relevancy_score",
     "expected_similarity_score",
+    "item_features",
     "join_prefill",
     "loop_decode",
     "normalize_tokens",

@@ -175,3 +175,38 @@ def test_a_card_can_take_the_embedded_cards_model_by_name() -> None:
     assert "match_yes" in (named_set("similarity", "evidence + judge read + match read") or [])
     with pytest.raises(SystemExit, match="the embedded card's model"):
         named_set("relevancy", "no such set")
+
+
+def test_past_the_gate_a_qwen_card_copies_what_the_embedded_card_uses_there(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A Qwen card's similarity falls back to the embedded card's model past its item
+    limits. Should the embedded model be gated too (``tools.fit_verdicts --sentence-gate``),
+    its short-answer model is the one to copy, and only while the embedded gate's item limits
+    lie within the card's: past them it is then the one model the embedded card uses."""
+    from tools import fit_card_verdicts
+    from tools.fit_card_verdicts import MODELS, past_the_gate
+
+    embedded = json.loads((MODELS / "smollm2-135m-instruct.verdicts.json").read_text("utf-8"))
+    when = [
+        {"feature": "reference_words", "at_most": 39.0},
+        {"feature": "answer_words", "at_most": 81.0},
+    ]
+    assert past_the_gate(when) == embedded["similarity"]  # as shipped: not gated
+    short, sentences = embedded["similarity"], {**embedded["similarity"], "l2": 2.0}
+    gated = {
+        "kind": "gated",
+        "when": [
+            {"feature": "min_tokens", "at_least": 4.0},
+            {"feature": "reference_words", "at_most": 39.0},
+            {"feature": "answer_words", "at_most": 60.0},
+        ],
+        "model": sentences,
+        "otherwise": short,
+    }
+    monkeypatch.setattr(
+        fit_card_verdicts, "embedded_verdicts", lambda: {**embedded, "similarity": gated}
+    )
+    assert past_the_gate(when) == short
+    with pytest.raises(SystemExit, match="does not keep within"):
+        past_the_gate([{"feature": "reference_words", "at_most": 10.0}, when[1]])

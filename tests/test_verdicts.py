@@ -18,7 +18,7 @@ from offline_scorer import create_answer_relevancy_scorer, create_answer_similar
 from offline_scorer._exceptions import ConfigurationError, ModelLoadError
 from offline_scorer.judges._cards import DEFAULT_MODEL, card_for, get_model_card
 from offline_scorer.scorers._answer_relevancy import expected_relevancy_score, relevancy_score
-from offline_scorer.scorers._features import similarity_features
+from offline_scorer.scorers._features import similarity_features, similarity_features_aliases
 from offline_scorer.scorers._modes import ModeOptions, resolve_modes
 from offline_scorer.scorers._similarity_score import (
     expected_similarity_score,
@@ -128,6 +128,34 @@ def test_min_tokens_is_the_shorter_sides_word_count() -> None:
     assert paraphrase["min_tokens"] >= 4
     assert bare["min_tokens"] == 1
     assert similarity_features("", "Eight.")["min_tokens"] == 0
+
+
+def test_min_tokens_counts_the_shortest_alias_and_a_list_reference_is_marked() -> None:
+    """A reference with a short alternative is a short answer, whichever alias matched best;
+    a reference that is a list ("A/B/C", kept whole) is not a sentence."""
+    answer = '"Rip It Up" is a song by the post-punk band Orange Juice.'
+    aliases = ["Scottish post-punk band Orange Juice", "Orange Juice"]
+    assert similarity_features(aliases[0], answer)["min_tokens"] == 5
+    assert similarity_features_aliases(aliases, answer)["min_tokens"] == 2
+    assert similarity_features("Tony Hightower as Frank/Palmer Williams", answer)["ref_list"] == 1
+    assert similarity_features(aliases[0], answer)["ref_list"] == 0
+
+
+def test_swap_rest_is_how_much_a_name_swapped_pair_shares_besides_the_names() -> None:
+    """A pair that says the same thing of another entity shares all the rest: 1; two bare
+    names share nothing else: 0; a pair without a swapped name: 0."""
+    milan = similarity_features("Rome is the capital of Italy.", "The capital of Italy is Milan.")
+    assert (milan["name_swap"], milan["swap_rest"]) == (1.0, 1.0)
+    names_only = similarity_features("George Washington", "Abraham Lincoln")
+    assert (names_only["name_swap"], names_only["swap_rest"]) == (1.0, 0.0)
+    paraphrase = similarity_features(
+        "Paris is the capital of France.", "The capital of France is Paris."
+    )
+    assert (paraphrase["name_swap"], paraphrase["swap_rest"]) == (0.0, 0.0)
+    partly = similarity_features(
+        "Rome is the capital of Italy.", "Milan is the largest city of Italy."
+    )
+    assert partly["name_swap"] == 1.0 and 0.0 < partly["swap_rest"] < 1.0
 
 
 # ------------------------------------------------------------------ formulas

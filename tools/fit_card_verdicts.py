@@ -284,16 +284,35 @@ def longest(examples: list[dict[str, Any]], shown: str) -> int:
 
 def gated_on_length(fitted: dict[str, Any], examples: list[dict[str, Any]]) -> dict[str, Any]:
     """A similarity model with the match read, gated (:data:`GATE_FEATURES`): itself up to
-    the longest reference and answer read, the embedded card's similarity model past them."""
-    return {
-        "kind": "gated",
-        "when": [
-            {"feature": feature, "at_most": float(longest(examples, shown))}
-            for feature, shown in GATE_FEATURES.items()
-        ],
-        "model": fitted,
-        "otherwise": embedded_verdicts()["similarity"],
-    }
+    the longest reference and answer read, the embedded card's similarity model past them.
+
+    The embedded card's model is itself gated: whole sentences of a short item go to its
+    sentence model. Its short-item limits lie within these, so past them it uses its
+    short-answer model (``otherwise``) for every verdict, and that is the model copied.
+    """
+    when = [
+        {"feature": feature, "at_most": float(longest(examples, shown))}
+        for feature, shown in GATE_FEATURES.items()
+    ]
+    return {"kind": "gated", "when": when, "model": fitted, "otherwise": past_the_gate(when)}
+
+
+def past_the_gate(when: list[dict[str, Any]]) -> dict[str, Any]:
+    """The embedded card's similarity model for the items past the item limits ``when``."""
+    embedded: dict[str, Any] = embedded_verdicts()["similarity"]
+    if embedded.get("kind") != "gated":
+        return embedded
+    ours = {c["feature"]: c["at_most"] for c in when}
+    theirs = {c["feature"]: c.get("at_most") for c in embedded["when"] if c["feature"] in ours}
+    if set(theirs) != set(ours) or any(
+        limit is None or limit > ours[f] for f, limit in theirs.items()
+    ):
+        raise SystemExit(
+            f"the embedded card's sentence gate {embedded['when']} does not keep within this "
+            f"card's item limits {when}: past them it would not be one model to copy"
+        )
+    otherwise: dict[str, Any] = embedded["otherwise"]
+    return otherwise
 
 
 def fitted_models(

@@ -6,8 +6,9 @@
   ways, length ratio, the shorter side's word count (``min_tokens``: a gated verdict model
   judges two whole sentences apart from a short answer), numbers one side lacks, negation
   mismatch, exact equality, names
-  (capitalised words) one side lacks, a swapped name (each side has one the other lacks) and
-  an acronym of the other side's names ("UNEP").
+  (capitalised words) one side lacks, a swapped name (each side has one the other lacks),
+  how much the two sides share besides the swapped names (``swap_rest``) and an acronym of
+  the other side's names ("UNEP").
 * :func:`similarity_features_aliases` - the same against the best of several aliases.
 
 ``cos`` (a sentence-embedding cosine of the pair) is added as the feature ``cos`` when given.
@@ -380,14 +381,28 @@ def _name_features(reference: str, answer: str) -> dict[str, float]:
     ref_tokens, answer_tokens = set(content_tokens(reference)), set(content_tokens(answer))
     acronym = _abbreviates(answer, reference) or _abbreviates(reference, answer)
     # a reference name the answer lacks, and an answer name the reference lacks
-    missing_ab = not acronym and bool(names(reference) - answer_tokens)
-    missing_ba = not acronym and bool(names(answer) - ref_tokens)
+    only_ref = set() if acronym else names(reference) - answer_tokens
+    only_answer = set() if acronym else names(answer) - ref_tokens
+    swap = bool(only_ref and only_answer)
     return {
         "acronym": float(acronym),
-        "name_miss_ab": float(missing_ab),
-        "name_miss_ba": float(missing_ba),
-        "name_swap": float(missing_ab and missing_ba),
+        "name_miss_ab": float(bool(only_ref)),
+        "name_miss_ba": float(bool(only_answer)),
+        "name_swap": float(swap),
+        "swap_rest": _rest_f1(ref_tokens - only_ref, answer_tokens - only_answer) if swap else 0.0,
     }
+
+
+def _rest_f1(reference: set[str], answer: set[str]) -> float:
+    """The F1 of two sets of content tokens (0 when either is empty): with the swapped names
+    taken out, how much of the rest the two sides share. A pair that says the same thing of
+    another entity ("The capital of Italy is Milan." against "Rome is the capital of Italy.")
+    shares all of it: 1."""
+    common = len(reference & answer)
+    if common == 0:
+        return 0.0
+    precision, recall = common / len(answer), common / len(reference)
+    return 2 * precision * recall / (precision + recall)
 
 
 def similarity_features(reference: str, answer: str, cos: float | None = None) -> dict[str, float]:
@@ -397,6 +412,7 @@ def similarity_features(reference: str, answer: str, cos: float | None = None) -
         min(len(normalize_tokens(reference or "")), len(normalize_tokens(answer or "")))
     )
     f.update(_name_features(reference or "", answer or ""))
+    f["ref_list"] = float("/" in (reference or ""))
     if cos is not None:
         f["cos"] = float(cos)
     return f
@@ -405,11 +421,20 @@ def similarity_features(reference: str, answer: str, cos: float | None = None) -
 def similarity_features_aliases(
     aliases: list[str], answer: str, cosines: list[float] | None = None
 ) -> dict[str, float]:
-    """Features against the best-matching alias (max of cont_ab + tok_f1 + cos)."""
-    best, best_key = None, None
-    for i, alias in enumerate(aliases):
-        f = similarity_features(alias, answer, None if cosines is None else cosines[i])
-        key = (f["cont_ab"] + f["tok_f1"] + f.get("cos", 0.0), -i)
-        if best_key is None or key > best_key:
-            best, best_key = f, key
-    return best or similarity_features("", answer, 0.0 if cosines is not None else None)
+    """Features against the best-matching alias (max of cont_ab + tok_f1 + cos).
+
+    ``min_tokens`` is the exception: the shorter side's word count over every alias, so a
+    reference with a short alternative ("Scottish post-punk band Orange Juice / Orange
+    Juice") counts as a short answer, whichever alias matched best.
+    """
+    if not aliases:
+        return similarity_features("", answer, 0.0 if cosines is not None else None)
+    scored = [
+        similarity_features(alias, answer, None if cosines is None else cosines[i])
+        for i, alias in enumerate(aliases)
+    ]
+    best = max(
+        range(len(scored)),
+        key=lambda i: (scored[i]["cont_ab"] + scored[i]["tok_f1"] + scored[i].get("cos", 0.0), -i),
+    )
+    return {**scored[best], "min_tokens": min(f["min_tokens"] for f in scored)}
