@@ -14,6 +14,7 @@ Names, by what they serve:
 
 * Verdict features and models (``tools/fit_verdicts.py``, ``benchmarks/verdict_ablation.py``):
   ``relevancy_evidence``, ``similarity_evidence`` (the run-time features of one verdict),
+  ``item_features`` (the features of a whole similarity item, shared by its verdicts),
   ``LogisticModel`` and ``GatedModel`` (fitted models as the scorers read them), ``best_label``,
   ``RELEVANCY_LABELS`` (the relevancy verdict labels, most relevant first),
   ``shared_embedder`` (the sentence embedder the features use), ``read_features`` (a
