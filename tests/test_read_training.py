@@ -157,7 +157,9 @@ def test_the_stored_reads_refit_the_shipped_card_verdicts_number_for_number(card
     ]
     assert any(name.startswith("match_") for name in gated["model"]["features"])
     embedded = json.loads((MODELS / "smollm2-135m-instruct.verdicts.json").read_text("utf-8"))
-    assert gated["otherwise"] == embedded["similarity"]
+    # the embedded card's model is gated too (whole sentences of a short item): past this
+    # gate it judges every verdict with its short-answer model, the one copied
+    assert gated["otherwise"] == embedded["similarity"]["otherwise"]
     if card == "qwen2.5-coder-0.5b-instruct":
         # Its read of a statement added nothing in grouped CV: relevancy is the embedded
         # card's model, copied, and makes no judge call.
@@ -177,36 +179,27 @@ def test_a_card_can_take_the_embedded_cards_model_by_name() -> None:
         named_set("relevancy", "no such set")
 
 
-def test_past_the_gate_a_qwen_card_copies_what_the_embedded_card_uses_there(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """A Qwen card's similarity falls back to the embedded card's model past its item
-    limits. Should the embedded model be gated too (``tools.fit_verdicts --sentence-gate``),
-    its short-answer model is the one to copy, and only while the embedded gate's item limits
-    lie within the card's: past them it is then the one model the embedded card uses."""
-    from tools import fit_card_verdicts
+def test_past_each_qwen_gate_the_embedded_card_uses_the_model_the_card_copied() -> None:
+    """The Qwen cards' similarity falls back to the embedded card's model past their item
+    limits. The embedded model is gated (whole sentences of a short item go to its sentence
+    model), so the one to copy is its short-answer model, and only while the embedded gate's
+    item limits lie within the card's: past them it is then the one model the embedded card
+    uses (tools.fit_card_verdicts.past_the_gate)."""
     from tools.fit_card_verdicts import MODELS, past_the_gate
 
     embedded = json.loads((MODELS / "smollm2-135m-instruct.verdicts.json").read_text("utf-8"))
-    when = [
-        {"feature": "reference_words", "at_most": 39.0},
-        {"feature": "answer_words", "at_most": 81.0},
-    ]
-    assert past_the_gate(when) == embedded["similarity"]  # as shipped: not gated
-    short, sentences = embedded["similarity"], {**embedded["similarity"], "l2": 2.0}
-    gated = {
-        "kind": "gated",
-        "when": [
-            {"feature": "min_tokens", "at_least": 4.0},
-            {"feature": "reference_words", "at_most": 39.0},
-            {"feature": "answer_words", "at_most": 60.0},
-        ],
-        "model": sentences,
-        "otherwise": short,
-    }
-    monkeypatch.setattr(
-        fit_card_verdicts, "embedded_verdicts", lambda: {**embedded, "similarity": gated}
-    )
-    assert past_the_gate(when) == short
+    assert embedded["similarity"]["kind"] == "gated"
+    own = {c["feature"]: c for c in embedded["similarity"]["when"]}
+    for card in LONGEST_ANSWER_READ:
+        gated = json.loads((MODELS / f"{card}.verdicts.json").read_text("utf-8"))["similarity"]
+        assert gated["otherwise"] == embedded["similarity"]["otherwise"]
+        for condition in gated["when"]:
+            assert own[condition["feature"]]["at_most"] <= condition["at_most"]
+        assert past_the_gate(gated["when"]) == gated["otherwise"]
     with pytest.raises(SystemExit, match="does not keep within"):
-        past_the_gate([{"feature": "reference_words", "at_most": 10.0}, when[1]])
+        past_the_gate(
+            [
+                {"feature": "reference_words", "at_most": 10.0},
+                {"feature": "answer_words", "at_most": 81.0},
+            ]
+        )

@@ -207,7 +207,7 @@ def test_fit_needs_every_class() -> None:
 
 
 def test_the_gated_fit_routes_its_rows_as_the_scorer_routes_them() -> None:
-    """``--sentence-gate`` fits the sentence model on the rows ``sentence_rows`` picks; the
+    """The gated fit puts the sentence model on the rows ``sentence_rows`` picks; the
     written model must send exactly those rows to it at run time (``GatedModel``)."""
     from tools.fit_verdicts import (
         REL_FEATURES_ALL,

@@ -330,6 +330,35 @@ def test_read_verdicts_rank_the_demo_right_and_do_not_depend_on_the_batch() -> N
         assert alone_sim.score == sim[key].score
 
 
+def test_the_embedded_card_tells_a_paraphrase_from_a_wrong_capital() -> None:
+    """The real-judge issue's obvious pairs on the embedded card: two whole sentences go to
+    its sentence model, which reads a reordered sentence as a match and a swapped name as a
+    miss (one model over both gave 0.54, 0.42 and 0.43)."""
+    similarity = without_reason(create_answer_similarity_scorer())
+    paraphrase, milan, person = similarity.run_batch(
+        [
+            {
+                "input": "What is the capital of France?",
+                "output": "The capital of France is Paris.",
+                "ground_truth": "Paris is the capital of France.",
+            },
+            {
+                "input": "What is the capital of Italy?",
+                "output": "The capital of Italy is Milan.",
+                "ground_truth": "Rome is the capital of Italy.",
+            },
+            {
+                "input": "Who was the first president of the United States?",
+                "output": "Abraham Lincoln was the first president of the United States.",
+                "ground_truth": "George Washington was the first president of the United States.",
+            },
+        ]
+    )
+    assert paraphrase.score >= 0.85
+    assert milan.score <= 0.35
+    assert person.score <= 0.35
+
+
 @pytest.mark.slow
 def test_raw_label_reads_from_a_real_forward_pass(judge) -> None:  # type: ignore[no-untyped-def]
     """A judge without a fitted verdict model can opt into its own label probabilities."""

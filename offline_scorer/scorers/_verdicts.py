@@ -122,11 +122,12 @@ class GatedModel(BaseModel):
       sends longer ones to a model without the read (the embedded card's); a gate on item
       features only picks one model per item, so the scorer skips the read the other model
       does not use (``_judge_reads.for_item``);
-    * ``tools/fit_verdicts.py --sentence-gate`` fits one that judges two whole sentences
-      (each at least four words: a paraphrase, a swapped name) apart from a short reference
-      inside a longer answer: one linear model over both learned from the short-answer pool
-      that an answer as long as its reference is only a partial match. Not shipped (README,
-      "Tried and not shipped").
+    * the embedded card's similarity (``tools/fit_verdicts.py``, ``SENTENCE_GATE``) judges
+      two whole sentences of a short item (a paraphrase, a swapped name) apart from a short
+      reference inside a longer answer: one linear model over both learned from the
+      short-answer pool that an answer as long as its reference is only a partial match.
+      Its conditions mix a verdict's features (``min_tokens``, ``len_ratio``, ``ref_list``)
+      and the item's, so it picks a model per verdict.
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
