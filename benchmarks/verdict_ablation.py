@@ -8,7 +8,10 @@ then the dev rows that ``agreement.py`` scores (same sampling, same seed) are sc
 scorers' own extraction, evidence and formulas: Spearman and ROC AUC against the human
 labels, with the ``expected`` and ``hard`` scorings. Rows are not scored through the
 scorers' pipeline (no reason step, no judge) so that one run compares every feature set on
-identical inputs; the shipped set's figures equal what ``agreement.py`` prints.
+identical inputs; the shipped set's figures equal what ``agreement.py`` prints for
+relevancy. For similarity each set is one model over every verdict, like the shipped file's
+short-answer model; the shipped file also sends whole sentences to a second model
+(``SENTENCE_GATE`` in ``tools/fit_verdicts.py``), which ``agreement.py`` measures.
 """
 
 from __future__ import annotations
