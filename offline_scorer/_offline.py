@@ -17,6 +17,10 @@ _SWITCHES = {
     "HF_HUB_DISABLE_TELEMETRY": "1",
     "HF_HUB_DISABLE_IMPLICIT_TOKEN": "1",
     "DO_NOT_TRACK": "1",
+    # transformers >= 5 swaps layers for kernels fetched from the Hub ("kernelize") when the
+    # kernels package is installed, by default: on a CUDA device that is a download, and
+    # offline it fails the load. Our loads also pass use_kernels=False.
+    "USE_HUB_KERNELS": "NO",
 }
 
 

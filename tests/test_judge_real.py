@@ -142,6 +142,16 @@ def test_load_and_generate_with_every_socket_blocked(
     assert attempts == []
 
 
+def test_no_layer_is_swapped_for_a_hub_kernel(judge: TransformersJudge) -> None:
+    """transformers >= 5 kernelizes a model by default when the kernels package is there: on
+    a CUDA GPU it downloads layers from the Hub, and offline the load fails (seen on an H200,
+    2026-12-04). On this CPU no kernel is fetched, but the switch was on all the same."""
+    from transformers.integrations.hub_kernels import _kernels_enabled
+
+    assert judge.load().model.use_kernels is False
+    assert not _kernels_enabled()  # USE_HUB_KERNELS=NO, one of force_offline's switches
+
+
 # ----------------------------------------------------------------- label probabilities
 
 RELEVANCE = ("yes", "unsure", "no")

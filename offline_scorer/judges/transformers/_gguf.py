@@ -151,6 +151,7 @@ def _convert_gguf(
                     # packed-weights matmul kernel (a hub download, refused offline) and warns
                     # about a bfloat16 load it then does not make.
                     quantization_config=GgufConfig(dequantize=True),
+                    use_kernels=False,  # no layer swapped for a Hub kernel (_offline.py)
                 )
             except Exception as error:
                 raise ModelLoadError(

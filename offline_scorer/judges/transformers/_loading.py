@@ -280,6 +280,8 @@ def _load_directory(
         "local_files_only": True,
         "trust_remote_code": trust_remote_code,
         "use_safetensors": not allow_pickle,
+        # never layers swapped for kernels from the Hub (a download; see _offline.py)
+        "use_kernels": False,
     }
     if device == "cuda":
         # Spread a model larger than one GPU over the GPUs, then CPU memory.
