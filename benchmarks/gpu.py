@@ -42,6 +42,10 @@ the same work whatever its numbers), so it runs in two steps:
      ``TransformersJudge.generate_json`` with a two-field schema (a label, a reason string
      held to the judge's ``max_string_tokens``): generated tokens/s, and how many answers
      validated;
+   * **judge calls**: every exported prompt through the judge's ``generate_json`` and
+     ``generate_text`` at ``--judge-sizes`` prompts per pass and at its default for the
+     device (``recommended_accelerator_batch_size`` on a GPU; 64 for a folder without a
+     card, as here): generated tokens/s, and how many answers equal the first size's;
    * **peak GPU memory**: ``torch.cuda.max_memory_allocated`` over the dtype's run.
 
 Random weights mean no agreement figure here: a random model ranks answers at chance. The
@@ -261,6 +265,39 @@ def constrained_json(loaded: Any, batch: dict[str, Any], rows: int) -> dict[str,
     }
 
 
+def judge_passes(loaded: Any, batch: dict[str, Any], sizes: list[int | None]) -> dict[str, Any]:
+    """Every exported prompt through the judge's JSON and free-text calls, at each prompts
+    per pass (None: the judge's default for the device): generated tokens/s, and how many
+    answers equal the first size's."""
+    from offline_scorer import GenerationSettings, TransformersJudge
+
+    prompts = [m for scorer in sorted(batch) for m in batch[scorer]["messages"]]
+    out: dict[str, Any] = {}
+    first: dict[str, list[Any]] = {}
+    for size in sizes:
+        judge = TransformersJudge(loaded, settings=GenerationSettings(batch_size=size))
+        resolved = judge.settings.prompts_per_pass(loaded.device, judge.model_card)
+        judge.generate_json(prompts[:1], Verdict)  # the schema's index, untimed
+        row: dict[str, Any] = {"prompts_per_pass": resolved, "default": size is None}
+        for kind, call in (
+            ("json", lambda j=judge: j.generate_json(prompts, Verdict)),
+            ("text", lambda j=judge: j.generate_text(prompts)),
+        ):
+            seconds, answers = _timed(loaded.device, call)
+            values = [a.value if a.ok else None for a in answers]
+            first.setdefault(kind, values)
+            generated = sum(a.usage.generated_tokens for a in answers)
+            row[kind] = {
+                "seconds": seconds,
+                "generated_tokens": generated,
+                "tokens_per_s": generated / seconds,
+                "failed": sum(not a.ok for a in answers),
+                "same_as_first": sum(a == b for a, b in zip(values, first[kind])),
+            }
+        out["default" if size is None else str(size)] = row
+    return out
+
+
 # ------------------------------------------------------------------------------- run
 
 
@@ -326,6 +363,8 @@ def run_dtype(args: argparse.Namespace, dtype: str, batch: dict[str, Any]) -> di
     print(f"  label reads: {reads}", flush=True)
     constrained = constrained_json(loaded, batch, args.json_rows)
     print(f"  constrained JSON: {constrained}", flush=True)
+    passes = judge_passes(loaded, batch, [*args.judge_sizes, None])
+    print(f"  judge calls: {passes}", flush=True)
     report = {
         "dtype": loaded.dtype,
         "device": loaded.device,
@@ -342,6 +381,7 @@ def run_dtype(args: argparse.Namespace, dtype: str, batch: dict[str, Any]) -> di
         "batches": batches,
         "label_reads": reads,
         "constrained_json": constrained,
+        "judge_passes": passes,
         "peak_gpu_gb": torch.cuda.max_memory_allocated() / 1e9 if cuda else None,
     }
     del loaded
@@ -417,6 +457,23 @@ def print_tables(report: dict[str, Any]) -> None:
         )
 
 
+def print_passes(report: dict[str, Any]) -> None:
+    print(
+        "\n| dtype | prompts per pass | JSON tok/s | JSON same as first | text tok/s "
+        "| text same as first | failed |"
+    )
+    print("|---|---|---:|---:|---:|---:|---:|")
+    for run in report["runs"]:
+        for row in run["judge_passes"].values():
+            size = f"{row['prompts_per_pass']}" + (" (default)" if row["default"] else "")
+            js, tx = row["json"], row["text"]
+            total = js["failed"] + tx["failed"]
+            print(
+                f"| {run['dtype']} | {size} | {js['tokens_per_s']:.0f} | {js['same_as_first']} "
+                f"| {tx['tokens_per_s']:.0f} | {tx['same_as_first']} | {total} |"
+            )
+
+
 def run(args: argparse.Namespace) -> dict[str, Any]:
     from offline_scorer.judges.transformers._loading import pick_device
 
@@ -435,6 +492,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
     print_tables(report)
+    print_passes(report)
     print(f"\nwritten: {args.out}")
     return report
 
@@ -455,6 +513,13 @@ def main(argv: list[str] | None = None) -> None:
     go.add_argument("--batches", type=int, nargs="+", default=[1, 8, 64, 256])
     go.add_argument("--read-sizes", type=int, nargs="+", default=[1, 16, 64])
     go.add_argument("--json-rows", type=int, default=64)
+    go.add_argument(
+        "--judge-sizes",
+        type=int,
+        nargs="*",
+        default=[8],
+        help="prompts per pass to time the judge's calls at, besides its default",
+    )
     go.add_argument("--tokens", type=int, default=32, help="decode steps per row")
     go.add_argument("--repeats", type=int, default=3)
     go.add_argument("--layers", type=int, help="keep only this many decoder layers (a quick check)")

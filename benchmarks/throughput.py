@@ -389,7 +389,7 @@ def child_way(way: str, scorer_id: str, count: int, batch_size: int | None) -> d
         "failed": sum(r.status == "failed" for r in results),
         "scores": [r.score for r in results],
         "peak_rss_bytes": peak_rss_bytes(),
-        "batch_size": batched.settings.batch_size,
+        "batch_size": batched.settings.prompts_per_pass(batched.load().device, batched.model_card),
         "fingerprint": batched.fingerprint,
     }
 

@@ -37,6 +37,7 @@ def test_export_then_run_on_cpu(tmp_path: Path, judge) -> None:  # type: ignore[
             "--batches", "1", "2",
             "--read-sizes", "1", "2",
             "--json-rows", "2",
+            "--judge-sizes", "2",
             "--tokens", "2",
             "--repeats", "1",
             "--out", str(out),
@@ -54,4 +55,8 @@ def test_export_then_run_on_cpu(tmp_path: Path, judge) -> None:  # type: ignore[
     assert reads_1["changes"]["max_abs"] == 0.0  # one row per pass against itself
     assert reads_2["changes"]["flips"] == 0
     assert run["constrained_json"]["valid"] == 2
+    passes = run["judge_passes"]
+    assert passes["2"]["prompts_per_pass"] == 2
+    assert passes["default"]["prompts_per_pass"] == 8  # a folder without a card, on a CPU
+    assert all(row[kind]["failed"] == 0 for row in passes.values() for kind in ("json", "text"))
     assert run["weight_gb"] > 0 and run["peak_gpu_gb"] is None

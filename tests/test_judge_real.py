@@ -335,6 +335,20 @@ def test_reads_run_alone_on_a_cpu_and_stacked_on_an_accelerator_by_default() -> 
         JudgeConfig.from_options(read_batch_size=0)
 
 
+def test_prompts_per_pass_follow_the_card_and_the_device() -> None:
+    from offline_scorer.judges import list_model_cards
+
+    card = next(c for c in list_model_cards() if c.name == "qwen2.5-coder-1.5b-instruct")
+    default = GenerationSettings()
+    assert default.prompts_per_pass("cpu", card) == card.recommended_batch_size == 8
+    assert default.prompts_per_pass("cuda:0", card) == card.recommended_accelerator_batch_size
+    assert card.recommended_accelerator_batch_size == 64
+    assert default.reads_per_pass("cuda", card) == 64 and default.reads_per_pass("cpu", card) == 1
+    assert default.prompts_per_pass("cpu") == 8 and default.prompts_per_pass("mps") == 64  # no card
+    named = GenerationSettings(batch_size=5)
+    assert named.prompts_per_pass("cpu", card) == named.prompts_per_pass("cuda", card) == 5
+
+
 def test_batched_reads_equal_one_by_one_reads(judge: TransformersJudge) -> None:
     """Reads stacked into passes of 4 rows (sorted by length, left-padded after the cached
     system block) give each read's log-probabilities as a pass of its own gives them, to

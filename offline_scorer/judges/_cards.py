@@ -37,7 +37,13 @@ logger = logging.getLogger(__name__)
 DEFAULT_MODEL = "smollm2-135m-instruct"
 """The model every judge uses when none is named: the embedded card."""
 FALLBACK_BATCH_SIZE = 8
-"""Prompts per forward pass for a card that recommends none, and for a model without a card."""
+"""Prompts per forward pass on a CPU for a card that recommends none, and for a model
+without a card."""
+ACCELERATOR_BATCH_SIZE = 64
+"""Prompts per forward pass on a GPU (or MPS) for a card that recommends none, and for a
+model without a card. A decode step there costs about the same from 1 to 64 rows (the 1.5B
+card's shape on an H200: 437 generated tokens/s at 8 rows, 3,261 at 64; RESULTS.md), and a
+pass that runs out of memory is retried in halves."""
 _PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt", ".pkl")
 _SIDECAR = "offline_scorer.json"
 
@@ -105,6 +111,9 @@ class ModelCard(BaseModel):
     chat_format: str
     recommended_dtype: str = "auto"
     recommended_batch_size: int = FALLBACK_BATCH_SIZE
+    """Prompts per forward pass on a CPU."""
+    recommended_accelerator_batch_size: int = ACCELERATOR_BATCH_SIZE
+    """Prompts per forward pass on a GPU or MPS."""
     extraction: Literal["model", "split"] = "model"
     """How the built-in scorers extract statements and units by default: the judge writes
     them (``model``) or a deterministic sentence splitter cuts them (``split``, for judges

@@ -2,7 +2,8 @@
 and the user cache folder.
 
 Every default of a judge lives here, once: the model, backend, device, dtype, threads,
-prompts per forward pass (the card's recommendation, else :data:`FALLBACK_BATCH_SIZE`),
+prompts per forward pass (the card's recommendation for the device, else
+:data:`FALLBACK_BATCH_SIZE` on a CPU and :data:`ACCELERATOR_BATCH_SIZE` on an accelerator),
 token budgets and the decoder.
 """
 
@@ -15,7 +16,13 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from offline_scorer._exceptions import ConfigurationError
-from offline_scorer.judges._cards import DEFAULT_MODEL, FALLBACK_BATCH_SIZE, ModelCard, card_for
+from offline_scorer.judges._cards import (
+    ACCELERATOR_BATCH_SIZE,
+    DEFAULT_MODEL,
+    FALLBACK_BATCH_SIZE,
+    ModelCard,
+    card_for,
+)
 
 Device = Literal["auto", "cpu", "cuda", "mps"]
 DType = Literal["auto", "float32", "bfloat16", "float16"]
@@ -60,7 +67,9 @@ class GenerationSettings(BaseModel):
         ge=1,
         le=1024,
         description="Prompts per forward pass; larger batches use more memory. None: the "
-        f"model card's recommended_batch_size ({FALLBACK_BATCH_SIZE} for a model without one).",
+        "model card's recommended_batch_size on a CPU and its "
+        "recommended_accelerator_batch_size on a GPU or MPS "
+        f"({FALLBACK_BATCH_SIZE} and {ACCELERATOR_BATCH_SIZE} for a model without a card).",
     )
     read_batch_size: int | None = Field(
         None,
@@ -87,23 +96,25 @@ class GenerationSettings(BaseModel):
         description="Take tokens the JSON constraint forces without a decode step each (loop only).",
     )
 
-    def for_card(self, card: ModelCard | None) -> GenerationSettings:
-        """These settings with the card's recommendations where none was named."""
+    def prompts_per_pass(self, device_type: str = "cpu", card: ModelCard | None = None) -> int:
+        """``batch_size`` on a device of this type (``"cpu"``, ``"cuda:0"``, ...) for a model
+        with this card (None: no card): the card's recommendation for the device when the
+        settings name none."""
         if self.batch_size is not None:
-            return self
-        size = card.recommended_batch_size if card is not None else FALLBACK_BATCH_SIZE
-        return self.model_copy(update={"batch_size": size})
+            return self.batch_size
+        if device_type.split(":")[0] == "cpu":
+            return card.recommended_batch_size if card is not None else FALLBACK_BATCH_SIZE
+        return (
+            card.recommended_accelerator_batch_size if card is not None else ACCELERATOR_BATCH_SIZE
+        )
 
-    @property
-    def prompts_per_pass(self) -> int:
-        """``batch_size`` once resolved (:meth:`for_card`); the fallback before that."""
-        return self.batch_size or FALLBACK_BATCH_SIZE
-
-    def reads_per_pass(self, device_type: str) -> int:
+    def reads_per_pass(self, device_type: str, card: ModelCard | None = None) -> int:
         """``read_batch_size`` on a device of this type (``"cpu"``, ``"cuda"``, ...)."""
         if self.read_batch_size is not None:
             return self.read_batch_size
-        return 1 if device_type.split(":")[0] == "cpu" else self.prompts_per_pass
+        if device_type.split(":")[0] == "cpu":
+            return 1
+        return self.prompts_per_pass(device_type, card)
 
     def cache_key_part(self) -> dict[str, object]:
         """The settings that change what a model answers, for result-cache keys."""
