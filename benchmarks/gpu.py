@@ -78,16 +78,9 @@ WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".gguf")
 def export(card: str, target: Path, reads: int) -> dict[str, Any]:
     """Write ``card``'s model shape, tokenizer and ``reads`` + 1 reads per scorer to ``target``."""
     from benchmarks.read_batching import reads as build_reads
-    from offline_scorer.judges import resolve_model
-    from offline_scorer.judges.transformers._gguf import _converted_gguf
-    from offline_scorer.judges.transformers._loading import pick_dtype
+    from offline_scorer.toolkit import model_folder
 
-    resolved = resolve_model(card)
-    recommended = resolved.card.recommended_dtype if resolved.card is not None else "auto"
-    if resolved.kind == "gguf":
-        folder, _ = _converted_gguf(resolved, pick_dtype("auto", "cpu", recommended))
-    else:
-        folder = resolved.path
+    folder = model_folder(card)
     target.mkdir(parents=True, exist_ok=True)
     copied = []
     for path in sorted(folder.iterdir()):
@@ -145,7 +138,7 @@ def build_model(shape: Path, folder: Path, dtype: str, device: str, layers: int 
     torch.manual_seed(0)
     with torch.device(device):
         model = AutoModelForCausalLM.from_config(config, dtype=getattr(torch, dtype))  # type: ignore[no-untyped-call]
-    from offline_scorer.judges.transformers._quiet import quiet_transformers
+    from offline_scorer.toolkit import quiet_transformers
 
     with quiet_transformers():
         model.save_pretrained(folder)
@@ -306,7 +299,7 @@ def run_dtype(args: argparse.Namespace, dtype: str, batch: dict[str, Any]) -> di
 
     from benchmarks.decode_speed import prompt_ids
     from offline_scorer import load_model
-    from offline_scorer.judges.transformers._loading import pick_device
+    from offline_scorer.toolkit import pick_device
 
     device = pick_device(args.device)
     cuda = device.startswith("cuda")
@@ -475,7 +468,7 @@ def print_passes(report: dict[str, Any]) -> None:
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
-    from offline_scorer.judges.transformers._loading import pick_device
+    from offline_scorer.toolkit import pick_device
 
     exported = json.loads((args.shape / "export.json").read_text(encoding="utf-8"))
     batch = json.loads((args.shape / "reads.json").read_text(encoding="utf-8"))

@@ -31,22 +31,34 @@ Names, by what they serve:
 * Judge internals (``benchmarks/throughput.py``, ``_peer.py``, ``decode_speed.py``,
   ``profile_decode.py``): ``eos_ids``, ``join_prefill``, ``SentenceLimit``,
   ``parse_json_output``, ``schemas_per_prompt``, ``LoopRow``, ``loop_decode``,
-  ``PerRowSchemaProcessor``.
+  ``PerRowSchemaProcessor``, ``SchemaCompiler``, ``schema_text`` (a schema as the judge
+  compiles it), ``unpack_bits`` (packed token masks, ``constraint_masks.py``).
+* Loading (``benchmarks/gpu.py``, ``constraint_masks.py``): ``model_folder`` (a model's
+  files as transformers reads them, a card's converted from its GGUF once),
+  ``pick_device`` (the device ``device="auto"`` resolves to), ``quiet_transformers``
+  (transformers' progress bars off for a block).
 """
 
 from __future__ import annotations
 
 import os
+from pathlib import Path
 from typing import Any
 
 from offline_scorer.judges._cards import card_status
+from offline_scorer.judges._keys import schema_text
 from offline_scorer.judges._protocol import parse_json_output, schemas_per_prompt
 from offline_scorer.judges.embeddings import shared_embedder
 from offline_scorer.judges.transformers import _decoding
-from offline_scorer.judges.transformers._constraint import PerRowSchemaProcessor
+from offline_scorer.judges.transformers._constraint import (
+    PerRowSchemaProcessor,
+    SchemaCompiler,
+    unpack_bits,
+)
 from offline_scorer.judges.transformers._decoding import _SentenceLimit as SentenceLimit
 from offline_scorer.judges.transformers._loop import Row as LoopRow
 from offline_scorer.judges.transformers._loop import decode as loop_decode
+from offline_scorer.judges.transformers._quiet import quiet_transformers
 from offline_scorer.pipeline import _prompts
 from offline_scorer.pipeline._prompts import render_prompt
 from offline_scorer.scorers import AnswerSimilarityOptions, _features
@@ -73,6 +85,7 @@ __all__ = [
     "PerRowSchemaProcessor",
     "REFUSAL",
     "RELEVANCY_LABELS",
+    "SchemaCompiler",
     "SentenceLimit",
     "aliases_of",
     "analysis_from",
@@ -86,12 +99,16 @@ __all__ = [
     "item_features",
     "join_prefill",
     "loop_decode",
+    "model_folder",
     "normalize_tokens",
     "parse_json_output",
+    "pick_device",
+    "quiet_transformers",
     "read_features",
     "relevancy_evidence",
     "relevancy_score",
     "render_prompt",
+    "schema_text",
     "schemas_per_prompt",
     "shared_embedder",
     "similarity_evidence",
@@ -99,6 +116,7 @@ __all__ = [
     "split_answer",
     "split_reference",
     "token_f1",
+    "unpack_bits",
     "use_prompt_folder",
 ]
 
@@ -167,3 +185,34 @@ def use_prompt_folder(folder: str | os.PathLike[str]) -> None:
 
     # render_prompt looks the folder up through this module-level function at each call.
     _prompts.template_folder = template_folder
+
+
+def model_folder(reference: str) -> Path:
+    """The folder of a model's files as transformers reads them (``config.json``, the
+    tokenizer, the weights).
+
+    Args:
+        reference: a model card name, a local model directory or a ``.gguf`` file.
+
+    Returns:
+        A GGUF model's converted copy (converted once, in the dtype ``dtype="auto"`` picks
+        for it on this CPU), or the directory itself.
+    """
+    from offline_scorer.judges import resolve_model
+    from offline_scorer.judges.transformers._gguf import _converted_gguf
+    from offline_scorer.judges.transformers._loading import pick_dtype
+
+    resolved = resolve_model(reference)
+    if resolved.kind != "gguf":
+        return resolved.path
+    recommended = resolved.card.recommended_dtype if resolved.card is not None else "auto"
+    folder, _ = _converted_gguf(resolved, pick_dtype("auto", "cpu", recommended))
+    return folder
+
+
+def pick_device(device: str = "auto") -> str:
+    """The device a judge with this ``device`` option runs on (``auto``: CUDA, then MPS,
+    then the CPU); a forced device that is not here raises :class:`ModelLoadError`."""
+    from offline_scorer.judges.transformers._loading import pick_device as pick
+
+    return pick(device)  # type: ignore[arg-type]

@@ -176,3 +176,54 @@ def test_the_prefix_store_stays_within_its_entries_and_bytes(judge: Transformers
     tiny = PrefixStore(max_bytes=1024)
     layers = tiny.get(model, prefixes[0])
     assert len(tiny) == 0 and len(layers) == model.config.num_hidden_layers
+
+
+def test_packed_masks_round_trip_and_single_tokens() -> None:
+    import torch
+
+    from offline_scorer.judges.transformers._constraint import _one_token, pack_bits, unpack_bits
+
+    flags = torch.rand(1000, generator=torch.Generator().manual_seed(0)) < 0.3
+    flags[31] = flags[63] = flags[999] = True  # sign bits of int32 words, the last id
+    bits = pack_bits(flags)
+    assert bits.dtype == torch.int32 and bits.shape == (32,)
+    assert torch.equal(unpack_bits(bits.unsqueeze(0), 1000)[0], flags)
+    for token in (0, 31, 37, 63, 999):
+        one = torch.zeros(1000, dtype=torch.bool)
+        one[token] = True
+        assert _one_token(pack_bits(one)) == token
+    two = torch.zeros(1000, dtype=torch.bool)
+    two[[3, 5]] = True
+    assert _one_token(pack_bits(two)) is None
+    assert _one_token(pack_bits(torch.zeros(1000, dtype=torch.bool))) is None
+
+
+def test_packed_masks_are_exactly_the_guides_tokens(judge: TransformersJudge) -> None:
+    """At every step of a real JSON answer the processor allows exactly the tokens Outlines'
+    guide lists (below the model's vocabulary); a failed or spent row may only end."""
+    from outlines_core import Guide
+
+    loaded = judge.load()
+    tokenizer = loaded.tokenizer
+    compiler = SchemaCompiler(tokenizer)
+    index = compiler.index_for(schema_text(Check))
+    vocab = int(loaded.model.config.vocab_size)
+    processor = PerRowSchemaProcessor([index, index, index], compiler, 200, 64, limits=[99, 99, 0])
+    reference = Guide(index)
+    text = '{"check":"the answer names the thing the question asks for","verdict":"yes","key_words":"capital"}'
+    ids = tokenizer(text, add_special_tokens=False)["input_ids"]
+    for step, token in enumerate([*ids, None]):
+        masks = processor.allowed([0, 1, 2], vocab)
+        expected = sorted(t for t in reference.get_tokens() if t < vocab)
+        assert masks[0].nonzero().flatten().tolist() == expected, step
+        assert masks[2].nonzero().flatten().tolist() == [compiler.eos_token_id]  # spent
+        forced = processor.forced(0, vocab)
+        assert forced == (expected[0] if len(expected) == 1 else None)
+        if token is None:
+            break
+        reference.advance(token_id=token, return_tokens=False)
+        processor.advance(0, token)
+        processor.advance(1, tokenizer.eos_token_id if step == 0 else token)
+    assert processor.finished(0)
+    assert processor.error(1) is not None  # the end of sequence where JSON must start
+    assert processor.allowed([1], vocab)[0].nonzero().flatten().tolist() == [compiler.eos_token_id]

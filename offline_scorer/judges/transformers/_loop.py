@@ -261,8 +261,9 @@ class _Growing:
 class Constraint(Protocol):
     """What the loop asks of a JSON constraint (``PerRowSchemaProcessor`` implements it)."""
 
-    def allowed(self, rows: Sequence[int], vocab: int) -> torch.Tensor:
-        """Boolean [len(rows), vocab]: the tokens each row may take next."""
+    def allowed(self, rows: Sequence[int], vocab: int, device: Any = None) -> torch.Tensor:
+        """Boolean [len(rows), vocab] on ``device`` (None: the CPU): the tokens each row may
+        take next."""
         ...
 
     def advance(self, row: int, token: int) -> None:
@@ -344,7 +345,7 @@ def decode(
         while active:
             vocab = logits.shape[-1]
             if constraint is not None:
-                allowed = constraint.allowed(active, vocab).to(logits.device)
+                allowed = constraint.allowed(active, vocab, logits.device)
                 logits = logits.masked_fill(~allowed, float("-inf"))
             chosen = logits.argmax(dim=-1).tolist()
             feeds: list[list[int]] = []
