@@ -663,7 +663,14 @@ def build_judge(args: argparse.Namespace) -> Any:
     judge = TransformersJudge(
         args.model, settings=GenerationSettings(**overrides), dtype=args.dtype, threads=args.threads
     )
-    judge.load()
+    loaded = judge.load()
+    if args.quantize is not None:
+        # 8-bit weights, as benchmarks/weights.py makes them: measured, not shipped. The
+        # fingerprint does not name them, so no result cache may serve or keep their calls.
+        from benchmarks.weights import quantize
+
+        count = quantize(loaded.model, keep_edges=args.quantize == "int8-pc-keep")
+        print(f"quantized {count} linear layers ({args.quantize})", file=sys.stderr)
     if args.cache is not None:
         # Judge calls already made (same model, prompt and settings) come from the file:
         # a rerun with another verdict model pays only for the reads it has not seen.
@@ -755,6 +762,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         choices=["auto", "float32", "bfloat16", "float16"],
         help="the judge's dtype (default auto: the card's choice for this machine)",
     )
+    parser.add_argument(
+        "--quantize",
+        choices=["int8-pc", "int8-pc-keep"],
+        help="measure 8-bit weights (benchmarks/weights.py's variants; needs --dtype float32 "
+        "and no --cache): int8 per channel on every Linear but lm_head, or also keeping "
+        "down_proj and the first and last 2 layers in float32",
+    )
     for name, choices in FACTORY_OPTIONS.items():
         parser.add_argument(
             f"--{name}",
@@ -766,6 +780,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         parser.error("--limit must be at least 2 (a correlation needs two rows)")
     if args.chunk < 1:
         parser.error("--chunk must be at least 1")
+    if args.quantize is not None and (args.dtype != "float32" or args.cache is not None):
+        parser.error(
+            "--quantize needs --dtype float32 (it quantizes float32 Linears) and no --cache"
+        )
     return args
 
 
@@ -783,7 +801,8 @@ def main(argv: list[str] | None = None) -> int:
         "data": str(data),
         "seed": args.seed,
         "chunk": args.chunk,
-        "model_fingerprint": judge.fingerprint,
+        "model_fingerprint": judge.fingerprint
+        + (f"+{args.quantize}" if args.quantize is not None else ""),
         "settings": judge.settings.model_dump(),
         "prompts": str(args.prompts) if args.prompts else "shipped",
         "reasons": not args.no_reason,
