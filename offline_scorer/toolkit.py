@@ -45,7 +45,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from offline_scorer.judges._cards import card_status
+from offline_scorer.judges._cards import card_status, resolve_model
 from offline_scorer.judges._keys import schema_text
 from offline_scorer.judges._protocol import parse_json_output, schemas_per_prompt
 from offline_scorer.judges.embeddings import shared_embedder
@@ -56,6 +56,9 @@ from offline_scorer.judges.transformers._constraint import (
     unpack_bits,
 )
 from offline_scorer.judges.transformers._decoding import _SentenceLimit as SentenceLimit
+from offline_scorer.judges.transformers._gguf import _converted_gguf
+from offline_scorer.judges.transformers._loading import pick_device as _pick_device
+from offline_scorer.judges.transformers._loading import pick_dtype
 from offline_scorer.judges.transformers._loop import Row as LoopRow
 from offline_scorer.judges.transformers._loop import decode as loop_decode
 from offline_scorer.judges.transformers._quiet import quiet_transformers
@@ -198,10 +201,6 @@ def model_folder(reference: str) -> Path:
         A GGUF model's converted copy (converted once, in the dtype ``dtype="auto"`` picks
         for it on this CPU), or the directory itself.
     """
-    from offline_scorer.judges import resolve_model
-    from offline_scorer.judges.transformers._gguf import _converted_gguf
-    from offline_scorer.judges.transformers._loading import pick_dtype
-
     resolved = resolve_model(reference)
     if resolved.kind != "gguf":
         return resolved.path
@@ -213,6 +212,4 @@ def model_folder(reference: str) -> Path:
 def pick_device(device: str = "auto") -> str:
     """The device a judge with this ``device`` option runs on (``auto``: CUDA, then MPS,
     then the CPU); a forced device that is not here raises :class:`ModelLoadError`."""
-    from offline_scorer.judges.transformers._loading import pick_device as pick
-
-    return pick(device)  # type: ignore[arg-type]
+    return _pick_device(device)  # type: ignore[arg-type]
