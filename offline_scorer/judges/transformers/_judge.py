@@ -110,7 +110,11 @@ class TransformersJudge(JudgeBase):
         self._log = CallLog()
         self._system_ids: dict[str, list[int]] = {}
         # The card's recommendations for the device apply where the settings name none
-        # (prompts per pass: GenerationSettings.prompts_per_pass).
+        # (prompts per pass: GenerationSettings.prompts_per_pass). Looked up once: reading
+        # the cards means reading every TOML file in models/.
+        self._card = card_for(
+            self._reference if isinstance(self._reference, str) else self.model_id
+        )
         self.settings = settings or GenerationSettings()
 
     # ------------------------------------------------------------------ identity
@@ -163,7 +167,7 @@ class TransformersJudge(JudgeBase):
         """The model card this judge runs (None for a directory or .gguf of your own)."""
         if self._parent is not None:
             return self._parent.model_card
-        return card_for(self._reference if isinstance(self._reference, str) else self.model_id)
+        return self._card
 
     @property
     def fingerprint(self) -> str:
