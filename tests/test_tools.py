@@ -207,12 +207,20 @@ def test_fit_needs_every_class() -> None:
 
 
 def test_the_gated_fit_routes_its_rows_as_the_scorer_routes_them() -> None:
-    """The gated fit puts the sentence model on the rows ``sentence_rows`` picks; the
-    written model must send exactly those rows to it at run time (``GatedModel``)."""
+    """The written model sends exactly the rows ``sentence_rows`` picks to its sentence
+    model at run time (``GatedModel``); that model is fitted on the rows past the
+    training gate (five words or more), which the run-time gate contains."""
     from tools.fit_verdicts import (
+        L2,
         REL_FEATURES_ALL,
+        SENTENCE_FEATURES,
         SENTENCE_GATE,
+        SENTENCE_TRAINING_GATE,
+        SIM_CLASSES,
         SIM_FEATURES_ALL,
+        balanced_weights,
+        columns,
+        fit,
         fit_models,
         sentence_rows,
     )
@@ -222,6 +230,7 @@ def test_the_gated_fit_routes_its_rows_as_the_scorer_routes_them() -> None:
     yr = np.arange(90) % 3
     Xs = rng.normal(size=(200, len(SIM_FEATURES_ALL)))
     Xs[:, SIM_FEATURES_ALL.index("min_tokens")] = rng.integers(0, 9, size=200)
+    Xs[:, SIM_FEATURES_ALL.index("sentence_words")] = rng.integers(0, 9, size=200)
     ys = np.arange(200) % 4
     weights = np.where(np.arange(200) % 10 == 0, 0.0, 1.0)  # a source weighted 0 is left out
     _, written = fit_models(Xr, yr, Xs, ys, sentences=(Xs, ys, weights))
@@ -229,11 +238,26 @@ def test_the_gated_fit_routes_its_rows_as_the_scorer_routes_them() -> None:
     assert [c.model_dump(exclude_none=True) for c in model.when] == SENTENCE_GATE
     rows = sentence_rows(Xs)
     assert 0 < rows.sum() < len(rows)
+    # some rows get past the gate only as short sentences (the any_of condition)
+    short = Xs[:, SIM_FEATURES_ALL.index("min_tokens")] < 5
+    assert (rows & short).any()
     for x, past in zip(Xs, rows, strict=True):
         values = dict(zip(SIM_FEATURES_ALL, x.tolist(), strict=True))
         assert all(c.holds(values) for c in model.when) == past
         chosen = model.model if past else model.otherwise
         assert model.probabilities(values) == chosen.probabilities(values)
+    trained = sentence_rows(Xs, SENTENCE_TRAINING_GATE) & (weights > 0)
+    assert 0 < trained.sum() < (rows & (weights > 0)).sum()
+    assert not (trained & ~rows).any()
+    expected = fit(
+        columns(Xs[trained], SIM_FEATURES_ALL, SENTENCE_FEATURES),
+        ys[trained],
+        SENTENCE_FEATURES,
+        SIM_CLASSES,
+        l2=L2,
+        sample_weight=balanced_weights(ys[trained], 4) * weights[trained],
+    )
+    assert written["model"] == expected
     # without a sentence pool the model is the plain logistic one, as shipped
     _, plain = fit_models(Xr, yr, Xs, ys)
     assert toolkit.LogisticModel.model_validate(json.loads(dumps_params(plain))).features

@@ -119,6 +119,56 @@ def test_a_gated_model_sends_each_verdict_to_the_model_its_conditions_pick() -> 
         GatedModel(kind="gated", when=[], model=gated.model, otherwise=gated.otherwise)
 
 
+def test_a_gate_condition_can_ask_for_any_of_several() -> None:
+    """``any_of``: at least one of its conditions holds (short sentences go to the sentence
+    model like long texts do); a condition is a range or a list, never both or neither."""
+    either = GateCondition(
+        any_of=[
+            GateCondition(feature="min_tokens", at_least=5),
+            GateCondition(feature="sentence_words", at_least=3),
+        ]
+    )
+    gated = GatedModel(
+        kind="gated",
+        when=[either, GateCondition(feature="ref_list", at_most=0)],
+        model=_one_feature_model("cos", 4.0),
+        otherwise=_one_feature_model("cos", -4.0),
+    )
+    assert gated.features == ["cos", "min_tokens", "sentence_words", "ref_list"]
+    base = {"cos": 1.0, "ref_list": 0.0}
+    assert gated.holds(base | {"min_tokens": 6.0, "sentence_words": 0.0})
+    assert gated.holds(base | {"min_tokens": 4.0, "sentence_words": 4.0})
+    assert not gated.holds(base | {"min_tokens": 4.0, "sentence_words": 0.0})
+    assert not gated.holds(base | {"min_tokens": 6.0, "sentence_words": 6.0, "ref_list": 1.0})
+    assert gated.probabilities(base | {"min_tokens": 4.0, "sentence_words": 4.0})["yes"] > 0.98
+    assert gated.probabilities(base | {"min_tokens": 4.0, "sentence_words": 0.0})["yes"] < 0.02
+    with pytest.raises(ValidationError, match="either a feature or any_of"):
+        GateCondition(feature="min_tokens", any_of=[GateCondition(feature="x", at_least=1)])
+    with pytest.raises(ValidationError, match="either a feature or any_of"):
+        GateCondition(at_least=1)
+    with pytest.raises(ValidationError, match="no range of its own"):
+        GateCondition(any_of=[GateCondition(feature="x", at_least=1)], at_most=2)
+    with pytest.raises(ValidationError, match="at least 1 item"):
+        GateCondition(any_of=[])
+
+
+def test_sentence_words_counts_only_when_both_sides_end_as_sentences() -> None:
+    """Two short sentences ("It is not a good idea." / "It's not a good idea.") are told
+    from a short answer taken from a text ("June 24, 1983") by how they end."""
+    short = similarity_features("It is not a good idea.", "It's not a good idea.", cos=0.96)
+    assert short["min_tokens"] == 4
+    assert short["sentence_words"] == short["min_tokens"]
+    phrase = similarity_features("June 24, 1983", "Holiday Road was released in 1983.")
+    assert phrase["sentence_words"] == 0
+    assert similarity_features("Take a look at this:", "Look at these: ")["sentence_words"] > 0
+    assert similarity_features('He said "no."', "He refused.")["sentence_words"] > 0
+    # against every alias, as min_tokens: a short alternative that is no sentence counts
+    aliases = ["The first year of school begins then.", "before the first year"]
+    answer = "It happens before the first year begins."
+    assert similarity_features(aliases[0], answer)["sentence_words"] > 0
+    assert similarity_features_aliases(aliases, answer)["sentence_words"] == 0
+
+
 def test_min_tokens_is_the_shorter_sides_word_count() -> None:
     """The feature a gate tells two whole sentences from a short answer by."""
     paraphrase = similarity_features(

@@ -303,7 +303,7 @@ def past_the_gate(when: list[dict[str, Any]]) -> dict[str, Any]:
     if embedded.get("kind") != "gated":
         return embedded
     ours = {c["feature"]: c["at_most"] for c in when}
-    theirs = {c["feature"]: c.get("at_most") for c in embedded["when"] if c["feature"] in ours}
+    theirs = {c["feature"]: c.get("at_most") for c in embedded["when"] if c.get("feature") in ours}
     if set(theirs) != set(ours) or any(
         limit is None or limit > ours[f] for f, limit in theirs.items()
     ):

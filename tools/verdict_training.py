@@ -398,6 +398,7 @@ def sts_similarity_examples(train: Path = TRAIN) -> list[dict]:
                 aliases=aliases_of(references[0]) or [references[0]],
                 answer_unit=units[0],
                 label=label,
+                grade=float(r["human_score"]),
                 source="sts",
                 reference=r["ground_truth"],
                 answer=r["output"],

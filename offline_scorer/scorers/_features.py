@@ -4,7 +4,8 @@
   answer type (a number for "how many", a name for "who"), refusals, length.
 * :func:`similarity_features` - reference unit x answer unit: token F1, containment both
   ways, length ratio, the shorter side's word count (``min_tokens``: a gated verdict model
-  judges two whole sentences apart from a short answer), numbers one side lacks, negation
+  judges two whole sentences apart from a short answer; ``sentence_words``, the same count
+  when both sides end as sentences do, else 0), numbers one side lacks, negation
   mismatch, exact equality, names
   (capitalised words) one side lacks, a swapped name (each side has one the other lacks),
   how much the two sides share besides the swapped names (``swap_rest``) and an acronym of
@@ -405,12 +406,24 @@ def _rest_f1(reference: set[str], answer: set[str]) -> float:
     return 2 * precision * recall / (precision + recall)
 
 
+# How a sentence ends, once closing quotes and brackets are set aside.
+_SENTENCE_END = re.compile(r"""[.!?:;\u2026]["'\u2019\u201d)\]]*\s*$""")
+
+
+def is_sentence(text: str) -> bool:
+    """Whether ``text`` ends as a sentence does ("It's not a good idea.", "Try this:"), which
+    a short answer taken from a text ("June 24, 1983", "the American Civil War") rarely does."""
+    return bool(_SENTENCE_END.search(text or ""))
+
+
 def similarity_features(reference: str, answer: str, cos: float | None = None) -> dict[str, float]:
     f = _pair_core(reference or "", answer or "")
     f["ref_len"] = _log_len(reference or "")
     f["min_tokens"] = float(
         min(len(normalize_tokens(reference or "")), len(normalize_tokens(answer or "")))
     )
+    both = is_sentence(reference or "") and is_sentence(answer or "")
+    f["sentence_words"] = f["min_tokens"] if both else 0.0
     f.update(_name_features(reference or "", answer or ""))
     f["ref_list"] = float("/" in (reference or ""))
     if cos is not None:
@@ -437,4 +450,8 @@ def similarity_features_aliases(
         range(len(scored)),
         key=lambda i: (scored[i]["cont_ab"] + scored[i]["tok_f1"] + scored[i].get("cos", 0.0), -i),
     )
-    return {**scored[best], "min_tokens": min(f["min_tokens"] for f in scored)}
+    return {
+        **scored[best],
+        "min_tokens": min(f["min_tokens"] for f in scored),
+        "sentence_words": min(f["sentence_words"] for f in scored),
+    }

@@ -111,7 +111,7 @@ def _match_read(model: VerdictModel) -> bool:
 def for_item(model: VerdictModel, item: dict[str, float]) -> VerdictModel:
     """The model that judges every verdict of an item: for a gated model whose conditions
     read only item features, the one its gate picks; any other model as it is."""
-    if isinstance(model, GatedModel) and all(c.feature in item for c in model.when):
+    if isinstance(model, GatedModel) and all(f in item for f in model.features_of_gate):
         chosen: LogisticModel = model.model if model.holds(item) else model.otherwise
         return chosen
     return model

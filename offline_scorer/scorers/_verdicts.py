@@ -96,17 +96,35 @@ class LogisticModel(BaseModel):
 
 
 class GateCondition(BaseModel):
-    """One feature's range on the way to a gated model's ``model`` (both ends included)."""
+    """One condition on the way to a gated model's ``model``: a feature's range (both ends
+    included), or ``any_of``, a list of conditions of which at least one must hold."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    feature: str
+    feature: str | None = None
     at_least: float | None = None
     at_most: float | None = None
+    any_of: list[GateCondition] | None = Field(default=None, min_length=1)
+
+    def model_post_init(self, context: Any) -> None:
+        """Check that the condition is a range or a list, not both and not neither."""
+        if (self.feature is None) == (self.any_of is None):
+            raise ValueError("a gate condition names either a feature or any_of, not both")
+        if self.any_of is not None and (self.at_least is not None or self.at_most is not None):
+            raise ValueError("a gate condition with any_of takes no range of its own")
+
+    @property
+    def features(self) -> list[str]:
+        """The features this condition reads."""
+        if self.any_of is None:
+            return [str(self.feature)]
+        return [name for condition in self.any_of for name in condition.features]
 
     def holds(self, values: Mapping[str, float]) -> bool:
-        """Whether one verdict's feature lies in the range."""
-        value = float(values[self.feature])
+        """Whether one verdict's features meet the condition."""
+        if self.any_of is not None:
+            return any(condition.holds(values) for condition in self.any_of)
+        value = float(values[str(self.feature)])
         low_ok = self.at_least is None or value >= self.at_least
         return low_ok and (self.at_most is None or value <= self.at_most)
 
@@ -126,8 +144,9 @@ class GatedModel(BaseModel):
       two whole sentences of a short item (a paraphrase, a swapped name) apart from a short
       reference inside a longer answer: one linear model over both learned from the
       short-answer pool that an answer as long as its reference is only a partial match.
-      Its conditions mix a verdict's features (``min_tokens``, ``len_ratio``, ``ref_list``)
-      and the item's, so it picks a model per verdict.
+      Its conditions mix a verdict's features (``min_tokens``, ``len_ratio``, ``ref_list``,
+      ``sentence_words``, the first two each ``any_of`` itself or two short sentences) and
+      the item's, so it picks a model per verdict.
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -151,7 +170,12 @@ class GatedModel(BaseModel):
     def features(self) -> list[str]:
         """Every feature either model or a condition reads (each once)."""
         names = [*self.model.features, *self.otherwise.features]
-        return list(dict.fromkeys([*names, *(c.feature for c in self.when)]))
+        return list(dict.fromkeys([*names, *self.features_of_gate]))
+
+    @property
+    def features_of_gate(self) -> list[str]:
+        """The features the conditions of ``when`` read (each once)."""
+        return list(dict.fromkeys(f for c in self.when for f in c.features))
 
     def holds(self, values: Mapping[str, float]) -> bool:
         """Whether these features meet every condition (the verdict goes to ``model``)."""
