@@ -132,11 +132,18 @@ LONGEST_ANSWER_READ = {"qwen2.5-coder-1.5b-instruct": 81.0, "qwen2.5-coder-0.5b-
 def test_the_stored_reads_refit_the_shipped_card_verdicts_number_for_number(card: str) -> None:
     """Each Qwen card's verdict file comes from its stored reads and its shipped feature sets
     (tools/fit_card_verdicts.py; all-MiniLM-L6-v2 computes the evidence, no judge runs)."""
-    from tools.fit_card_verdicts import MODELS, fitted_models, matrices, shipped_sets
+    from tools.fit_card_verdicts import (
+        MODELS,
+        SENTENCES_COPIED,
+        fitted_models,
+        matrices,
+        shipped_sets,
+    )
     from tools.fit_verdicts import differences
 
     shipped = json.loads((MODELS / f"{card}.verdicts.json").read_text(encoding="utf-8"))
-    refit = fitted_models(matrices(card, read_training.TRAIN), shipped_sets(card))
+    data = matrices(card, read_training.TRAIN)
+    refit = fitted_models(data, shipped_sets(card), sentences=card in SENTENCES_COPIED)
     # Features, classes and structure exactly; coefficients to 1e-3 of their size: the
     # solver stops at its tolerance, and another processor's arithmetic moves the sixth
     # digit (CI's machine did), which moves no verdict.
@@ -144,7 +151,9 @@ def test_the_stored_reads_refit_the_shipped_card_verdicts_number_for_number(card
     assert differences(wanted, refit, rel=1e-3) == []
     # ...and a coefficient moved by 1% is still caught.
     moved = json.loads(json.dumps(wanted))
-    moved["similarity"]["model"]["weights"][1][0] *= 1.01
+    within = moved["similarity"]["model"]
+    within = within["otherwise"] if within["kind"] == "gated" else within  # the card's own
+    within["weights"][1][0] *= 1.01
     assert len(differences(moved, refit, rel=1e-3)) == 1
     # Similarity: the match read up to the longest reference and answer read, the embedded
     # card's model (no read) past them.
@@ -155,8 +164,16 @@ def test_the_stored_reads_refit_the_shipped_card_verdicts_number_for_number(card
         # the longest answer each card read (the 0.5B read a few examples more)
         {"feature": "answer_words", "at_most": LONGEST_ANSWER_READ[card]},
     ]
-    assert any(name.startswith("match_") for name in gated["model"]["features"])
     embedded = json.loads((MODELS / "smollm2-135m-instruct.verdicts.json").read_text("utf-8"))
+    own = gated["model"]
+    if card in SENTENCES_COPIED:
+        # within the limits, whole sentences go to the embedded card's sentence model
+        assert own["kind"] == "gated"
+        assert own["when"][0] == {"feature": "sentence_words", "at_least": 3.0}
+        assert own["when"][1:] == [c for c in embedded["similarity"]["when"] if "feature" in c]
+        assert own["model"] == embedded["similarity"]["model"]
+        own = own["otherwise"]
+    assert any(name.startswith("match_") for name in own["features"])
     # the embedded card's model is gated too (whole sentences of a short item): past this
     # gate it judges every verdict with its short-answer model, the one copied
     assert gated["otherwise"] == embedded["similarity"]["otherwise"]
@@ -203,3 +220,24 @@ def test_past_each_qwen_gate_the_embedded_card_uses_the_model_the_card_copied() 
                 {"feature": "answer_words", "at_most": 81.0},
             ]
         )
+
+
+def test_with_sentences_puts_the_embedded_sentence_model_in_front_of_a_cards_own() -> None:
+    """tools.fit_card_verdicts.with_sentences (tried on the 0.5B card, not shipped): two
+    sentences of at least three words in a short item go to the embedded card's sentence
+    model, anything else, short phrases of five words or more included, to the card's own;
+    the result loads as a verdict model whose gates route so."""
+    from offline_scorer.toolkit import GatedModel
+    from tools.fit_card_verdicts import MODELS, with_sentences
+
+    embedded = json.loads((MODELS / "smollm2-135m-instruct.verdicts.json").read_text("utf-8"))
+    own = embedded["similarity"]["otherwise"]  # any logistic model over the same labels
+    built = with_sentences(own)
+    assert built["model"] == embedded["similarity"]["model"]
+    assert built["otherwise"] == own
+    assert built["when"][0] == {"feature": "sentence_words", "at_least": 3.0}
+    model = GatedModel.model_validate(built)
+    item = {"reference_words": 6.0, "answer_words": 6.0, "ref_list": 0.0}
+    assert model.holds({**item, "sentence_words": 4.0, "min_tokens": 4.0})
+    assert not model.holds({**item, "sentence_words": 0.0, "min_tokens": 7.0})
+    assert not model.holds({**item, "sentence_words": 4.0, "reference_words": 60.0})

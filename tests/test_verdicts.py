@@ -152,6 +152,39 @@ def test_a_gate_condition_can_ask_for_any_of_several() -> None:
         GateCondition(any_of=[])
 
 
+def test_a_gated_model_may_hold_a_gated_model() -> None:
+    """The 0.5B card's similarity: past its item limits one model, within them a second
+    gate (whole sentences to one model, anything else to another); each verdict reaches
+    the model the gates pick, and the file's JSON round-trips."""
+    inner = GatedModel(
+        kind="gated",
+        when=[GateCondition(feature="sentence_words", at_least=3)],
+        model=_one_feature_model("cos", 4.0),
+        otherwise=_one_feature_model("cos", -4.0),
+    )
+    outer = GatedModel(
+        kind="gated",
+        when=[GateCondition(feature="reference_words", at_most=39)],
+        model=inner,
+        otherwise=_one_feature_model("read", 4.0),
+    )
+    assert outer.features == ["cos", "sentence_words", "read", "reference_words"]
+    short = {"cos": 1.0, "read": -1.0, "reference_words": 10.0}
+    assert outer.probabilities(short | {"sentence_words": 4.0})["yes"] > 0.98
+    assert outer.probabilities(short | {"sentence_words": 0.0})["yes"] < 0.02
+    assert outer.probabilities(short | {"reference_words": 60.0})["yes"] < 0.02
+    again = GatedModel.model_validate(json.loads(outer.model_dump_json()))
+    assert again == outer
+    assert isinstance(again.model, GatedModel)
+    with pytest.raises(ValidationError, match="same classes"):
+        GatedModel(
+            kind="gated",
+            when=outer.when,
+            model=inner,
+            otherwise=_one_feature_model("cos", 1.0).model_copy(update={"classes": ["a", "b"]}),
+        )
+
+
 def test_sentence_words_counts_only_when_both_sides_end_as_sentences() -> None:
     """Two short sentences ("It is not a good idea." / "It's not a good idea.") are told
     from a short answer taken from a text ("June 24, 1983") by how they end."""

@@ -35,6 +35,7 @@ from tools.fit_verdicts import (
     L2,
     REL_FEATURES,
     REL_FEATURES_ALL,
+    SENTENCE_WORDS,
     SIM_FEATURES,
     SIM_FEATURES_ALL,
     balanced_weights,
@@ -103,6 +104,17 @@ SHIPPED = {
     },
 }
 DEFAULT_CARD = "qwen2.5-coder-1.5b-instruct"
+# Cards whose similarity model sends two sentences within its item limits to the embedded
+# card's sentence model (copied: :func:`with_sentences`) and only the other verdicts to its
+# own model with the match read. None ships that way. Tried on the 0.5B card (2026-12-04,
+# bfloat16; benchmarks/RESULTS.md, "Two sentences to the sentence model on the 0.5B card"):
+# its read, fitted on short answers, scored the paraphrase "The capital of France is
+# Paris." 0.80 and "The capital of Italy is Milan." against "Rome is the capital of Italy."
+# 0.40; with the copy 0.91 and 0.28, and on every row STS2016 0.657 -> 0.702, evouna
+# 0.93562 -> 0.93564, nq301 and SAS every score the same, but MedQuAD 0.54968 -> 0.54917
+# (one answer people rated worst, 0.00 -> 0.02), and a change that lowers agreement
+# anywhere does not ship.
+SENTENCES_COPIED: frozenset[str] = frozenset()
 # The match read shows the whole reference and the whole answer, and it was read on short
 # texts only (the longest reference of the examples read has 39 words, the longest answer
 # 81 for the 1.5B card, 85 for the 0.5B). Fitted there, it pulled long medical answers down (MedQuAD similarity 0.56 on 250
@@ -282,19 +294,39 @@ def longest(examples: list[dict[str, Any]], shown: str) -> int:
     return max(len(read_variables("match", "similarity", e)[shown].split()) for e in examples)
 
 
-def gated_on_length(fitted: dict[str, Any], examples: list[dict[str, Any]]) -> dict[str, Any]:
+def gated_on_length(
+    fitted: dict[str, Any], examples: list[dict[str, Any]], sentences: bool = False
+) -> dict[str, Any]:
     """A similarity model with the match read, gated (:data:`GATE_FEATURES`): itself up to
     the longest reference and answer read, the embedded card's similarity model past them.
 
     The embedded card's model is itself gated: whole sentences of a short item go to its
     sentence model. Its short-item limits lie within these, so past them it uses its
     short-answer model (``otherwise``) for every verdict, and that is the model copied.
+    With ``sentences`` (:data:`SENTENCES_COPIED`), within the limits the verdicts past the
+    embedded card's sentence gate go to its sentence model too (:func:`with_sentences`).
     """
     when = [
         {"feature": feature, "at_most": float(longest(examples, shown))}
         for feature, shown in GATE_FEATURES.items()
     ]
-    return {"kind": "gated", "when": when, "model": fitted, "otherwise": past_the_gate(when)}
+    within = with_sentences(fitted) if sentences else fitted
+    return {"kind": "gated", "when": when, "model": within, "otherwise": past_the_gate(when)}
+
+
+def with_sentences(fitted: dict[str, Any]) -> dict[str, Any]:
+    """``fitted`` behind a gate for two sentences: a verdict whose two sides both end as
+    sentences do, of at least three words (``sentence_words``), within the embedded card's
+    other conditions (no list reference, a short item), goes to the embedded card's sentence
+    model (copied), any other to ``fitted``. Longer phrases that the embedded card also
+    sends to that model ("the founding of new Protestant churches") stay with ``fitted``:
+    sent there too, sas_squad fell 0.002 at 100 rows with the 0.5B card (0.7597 -> 0.7577)."""
+    embedded: dict[str, Any] = embedded_verdicts()["similarity"]
+    if embedded.get("kind") != "gated":
+        raise SystemExit("the embedded card's similarity model has no sentence model to copy")
+    plain = [c for c in embedded["when"] if "feature" in c]
+    when = [{"feature": "sentence_words", "at_least": SENTENCE_WORDS}, *plain]
+    return {"kind": "gated", "when": when, "model": embedded["model"], "otherwise": fitted}
 
 
 def past_the_gate(when: list[dict[str, Any]]) -> dict[str, Any]:
@@ -316,12 +348,16 @@ def past_the_gate(when: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def fitted_models(
-    data: dict[str, Any], chosen: dict[str, list[str] | None], gate: bool = True
+    data: dict[str, Any],
+    chosen: dict[str, list[str] | None],
+    gate: bool = True,
+    sentences: bool = False,
 ) -> dict[str, Any]:
     """Each scorer's verdict model (the JSON the file holds) on the chosen features; where
     the chosen set is None (:data:`EMBEDDED_SET`), the embedded card's model, copied. With
     ``gate``, a similarity model that uses the match read is gated on the texts' lengths
-    (:func:`gated_on_length`)."""
+    (:func:`gated_on_length`; with ``sentences``, whole sentences within the limits go to
+    the embedded card's sentence model)."""
     fitted = {}
     for scorer, (X, y, names, _groups, examples) in data.items():
         classes = REL_CLASSES if scorer == "relevancy" else SIM_CLASSES
@@ -343,7 +379,7 @@ def fitted_models(
             )
         )
         if gate and scorer == "similarity" and any(f.startswith("match_") for f in features):
-            fitted[scorer] = gated_on_length(fitted[scorer], examples)
+            fitted[scorer] = gated_on_length(fitted[scorer], examples, sentences)
     return fitted
 
 
@@ -374,7 +410,7 @@ def write(
     out: Path | None = None,
 ) -> None:
     """Write the card's verdict file (or ``out``, leaving the card as it is)."""
-    fitted = fitted_models(data, chosen, gate)
+    fitted = fitted_models(data, chosen, gate, card in SENTENCES_COPIED)
     counts: dict[str, dict[str, int]] = defaultdict(dict)
     copied = {}
     for scorer, (_X, y, _names, _groups, _examples) in data.items():
@@ -396,6 +432,10 @@ def write(
                 f"past {limits} (the longest texts read): models/{EMBEDDED_FILE.name} "
                 "(tools/fit_verdicts.py), copied, no read made"
             )
+            if card in SENTENCES_COPIED:
+                copied[scorer] += (
+                    "; within them, the verdicts past its sentence gate: its sentence model, copied"
+                )
     header = json.loads(reads_path(card).read_text(encoding="utf-8").splitlines()[0])
     document = {
         "format": "offline-scorer-verdicts/1",

@@ -45,7 +45,6 @@ from offline_scorer.scorers._verdicts import (
     RELEVANCY_LABELS,
     SIMILARITY_LABELS,
     GatedModel,
-    LogisticModel,
     VerdictModel,
     VerdictModels,
     relevancy_evidence,
@@ -112,8 +111,7 @@ def for_item(model: VerdictModel, item: dict[str, float]) -> VerdictModel:
     """The model that judges every verdict of an item: for a gated model whose conditions
     read only item features, the one its gate picks; any other model as it is."""
     if isinstance(model, GatedModel) and all(f in item for f in model.features_of_gate):
-        chosen: LogisticModel = model.model if model.holds(item) else model.otherwise
-        return chosen
+        return for_item(model.model if model.holds(item) else model.otherwise, item)
     return model
 
 

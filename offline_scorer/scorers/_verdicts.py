@@ -133,7 +133,9 @@ class GatedModel(BaseModel):
     """Two logistic models over the same labels, one chosen per verdict by its features.
 
     A verdict that meets every condition of ``when`` goes to ``model``, any other to
-    ``otherwise``. Two uses:
+    ``otherwise``; either may be a
+    gated model itself (the 0.5B card: within its item limits, whole sentences go to the
+    embedded card's sentence model, any other verdict to its own model with the read). Uses:
 
     * the Qwen cards' similarity (``tools/fit_card_verdicts.py``): the match read was fitted
       on short texts, so a gate on the item's ``reference_words`` and ``answer_words``
@@ -153,8 +155,8 @@ class GatedModel(BaseModel):
 
     kind: Literal["gated"]
     when: list[GateCondition] = Field(min_length=1)
-    model: LogisticModel
-    otherwise: LogisticModel
+    model: Annotated[LogisticModel | GatedModel, Field(discriminator="kind")]
+    otherwise: Annotated[LogisticModel | GatedModel, Field(discriminator="kind")]
 
     def model_post_init(self, context: Any) -> None:
         """Check that both models name the same labels in the same order."""
@@ -185,6 +187,8 @@ class GatedModel(BaseModel):
         """Label probabilities for one verdict's features, from the model the gate picks."""
         return (self.model if self.holds(values) else self.otherwise).probabilities(values)
 
+
+GatedModel.model_rebuild()
 
 VerdictModel = Annotated[LogisticModel | GatedModel, Field(discriminator="kind")]
 """A fitted verdict model as a verdict file holds it (``kind`` says which)."""
