@@ -142,9 +142,9 @@ def test_a_gate_condition_can_ask_for_any_of_several() -> None:
     assert not gated.holds(base | {"min_tokens": 6.0, "sentence_words": 6.0, "ref_list": 1.0})
     assert gated.probabilities(base | {"min_tokens": 4.0, "sentence_words": 4.0})["yes"] > 0.98
     assert gated.probabilities(base | {"min_tokens": 4.0, "sentence_words": 0.0})["yes"] < 0.02
-    with pytest.raises(ValidationError, match="either a feature or any_of"):
+    with pytest.raises(ValidationError, match="exactly one of: a feature"):
         GateCondition(feature="min_tokens", any_of=[GateCondition(feature="x", at_least=1)])
-    with pytest.raises(ValidationError, match="either a feature or any_of"):
+    with pytest.raises(ValidationError, match="exactly one of: a feature"):
         GateCondition(at_least=1)
     with pytest.raises(ValidationError, match="no range of its own"):
         GateCondition(any_of=[GateCondition(feature="x", at_least=1)], at_most=2)

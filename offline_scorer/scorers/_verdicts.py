@@ -109,7 +109,10 @@ class GateCondition(BaseModel):
     def model_post_init(self, context: Any) -> None:
         """Check that the condition is a range or a list, not both and not neither."""
         if (self.feature is None) == (self.any_of is None):
-            raise ValueError("a gate condition names either a feature or any_of, not both")
+            raise ValueError(
+                "a gate condition names exactly one of: a feature (with at_least / at_most) "
+                "or any_of (a list of conditions)"
+            )
         if self.any_of is not None and (self.at_least is not None or self.at_most is not None):
             raise ValueError("a gate condition with any_of takes no range of its own")
 
@@ -130,12 +133,13 @@ class GateCondition(BaseModel):
 
 
 class GatedModel(BaseModel):
-    """Two logistic models over the same labels, one chosen per verdict by its features.
+    """Two verdict models over the same labels, one chosen per verdict by its features.
 
     A verdict that meets every condition of ``when`` goes to ``model``, any other to
-    ``otherwise``; either may be a
-    gated model itself (the 0.5B card: within its item limits, whole sentences go to the
-    embedded card's sentence model, any other verdict to its own model with the read). Uses:
+    ``otherwise``. Either may be a gated model itself
+    (``tools/fit_card_verdicts.with_sentences``: within a card's item limits, two sentences
+    to the embedded card's sentence model and any other verdict to the card's own model;
+    tried on the 0.5B card, not shipped). Uses:
 
     * the Qwen cards' similarity (``tools/fit_card_verdicts.py``): the match read was fitted
       on short texts, so a gate on the item's ``reference_words`` and ``answer_words``
