@@ -30,6 +30,8 @@ from scipy.stats import spearmanr
 from sklearn.metrics import roc_auc_score
 
 from offline_scorer.toolkit import (
+    AnswerSimilarityOptions,
+    analysis_from,
     expected_similarity_score,
     item_features,
     relevancy_evidence,
@@ -411,6 +413,20 @@ def cross_validation(
     return report
 
 
+def one_unit_score(probabilities: dict[str, float]) -> float:
+    """The similarity score of a one-unit reference against a one-unit answer with these
+    label probabilities, as the scorer computes it (its analysis, then the formula, with the
+    default options)."""
+    options = AnswerSimilarityOptions()
+    analysis = analysis_from(options.points(), ["reference"], ["answer"], [[probabilities]])
+    return expected_similarity_score(
+        [match["probabilities"] for match in analysis["matches"]],
+        contradictions=analysis["contradictions"],
+        extra_units=analysis["extra_in_output"],
+        **options.formula(),
+    )
+
+
 def sentence_cross_validation(
     pool: tuple[np.ndarray, np.ndarray, np.ndarray], sentences: list[dict[str, Any]]
 ) -> dict[str, float]:
@@ -440,12 +456,7 @@ def sentence_cross_validation(
                     l2=l2,
                     sample_weight=balanced_weights(y, 4) * w[rows],
                 )
-                scores = []
-                for p in P[sts]:
-                    probabilities = dict(zip(SIM_CLASSES, p, strict=True))
-                    best = max(probabilities, key=probabilities.__getitem__)
-                    extra = [1] if best == "missing" else []
-                    scores.append(expected_similarity_score([probabilities], extra_units=extra))
+                scores = [one_unit_score(dict(zip(SIM_CLASSES, p, strict=True))) for p in P[sts]]
                 rho = spearmanr(grades[rows][sts], scores).correlation
                 report[f"{name}, sts weight {weight:g}, L2 {l2:g}"] = round(float(rho), 4)
             cosine = Xt[rows][sts, SIM_FEATURES_ALL.index("cos")]
