@@ -23,7 +23,7 @@ pytestmark = pytest.mark.slow
 # each the measured figure with a margin of 0.05 for another processor's arithmetic.
 OBVIOUS_SIMILARITY = {
     "qwen2.5-coder-1.5b-instruct": (0.85, 0.40),
-    "qwen2.5-coder-0.5b-instruct": (0.75, 0.45),
+    "qwen2.5-coder-0.5b-instruct": (0.83, 0.33),
 }
 
 
@@ -121,7 +121,8 @@ def test_the_cards_default_scorers_on_obvious_rows(qwen: TransformersJudge) -> N
         ground_truth="Rome is the capital of Italy.",
     )
     # benchmarks/obvious_pairs.py: the 1.5B card 0.94 and 0.35 in bfloat16 (the issue's
-    # targets: >= 0.85 and <= 0.35); the 0.5B card 0.80 and 0.40 in float32, short of them.
+    # targets: >= 0.85 and <= 0.35); the 0.5B card 0.88 and 0.28 (both sentence pairs go
+    # to the embedded card's sentence-pair model, copied; 0.80 and 0.40 with its own read).
     paraphrase_at_least, wrong_at_most = OBVIOUS_SIMILARITY[qwen.model_id]
     assert paraphrase.score >= paraphrase_at_least and wrong.score <= wrong_at_most
     assert wrong.score <= paraphrase.score - 0.3

@@ -167,11 +167,14 @@ def test_the_stored_reads_refit_the_shipped_card_verdicts_number_for_number(card
     embedded = json.loads((MODELS / "smollm2-135m-instruct.verdicts.json").read_text("utf-8"))
     own = gated["model"]
     if card in SENTENCES_COPIED:
-        # within the limits, whole sentences go to the embedded card's sentence model
+        # within the limits, sentence pairs go to the embedded card's sentence-pair model
+        pairs = embedded["similarity"]["model"]
         assert own["kind"] == "gated"
-        assert own["when"][0] == {"feature": "sentence_words", "at_least": 3.0}
-        assert own["when"][1:] == [c for c in embedded["similarity"]["when"] if "feature" in c]
-        assert own["model"] == embedded["similarity"]["model"]
+        assert own["when"] == [
+            *pairs["when"],
+            *[c for c in embedded["similarity"]["when"] if "feature" in c],
+        ]
+        assert own["model"] == pairs["model"]
         own = own["otherwise"]
     assert any(name.startswith("match_") for name in own["features"])
     # the embedded card's model is gated too (whole sentences of a short item): past this
@@ -222,22 +225,27 @@ def test_past_each_qwen_gate_the_embedded_card_uses_the_model_the_card_copied() 
         )
 
 
-def test_with_sentences_puts_the_embedded_sentence_model_in_front_of_a_cards_own() -> None:
-    """tools.fit_card_verdicts.with_sentences (tried on the 0.5B card, not shipped): two
-    sentences of at least three words in a short item go to the embedded card's sentence
-    model, anything else, short phrases of five words or more included, to the card's own;
-    the result loads as a verdict model whose gates route so."""
+def test_with_sentences_puts_the_embedded_sentence_pair_model_in_front_of_a_cards_own() -> None:
+    """tools.fit_card_verdicts.with_sentences: the verdicts the embedded card sends to its
+    model of sentence pairs (two sentences of at least three words, neither text over twenty
+    words, no list reference) go to that model, anything else, short phrases of five words
+    or more and longer sentences included, to the card's own; the result loads as a verdict
+    model whose gates route so."""
     from offline_scorer.toolkit import GatedModel
     from tools.fit_card_verdicts import MODELS, with_sentences
 
     embedded = json.loads((MODELS / "smollm2-135m-instruct.verdicts.json").read_text("utf-8"))
+    pairs = embedded["similarity"]["model"]
+    assert pairs["kind"] == "gated"
     own = embedded["similarity"]["otherwise"]  # any logistic model over the same labels
     built = with_sentences(own)
-    assert built["model"] == embedded["similarity"]["model"]
+    assert built["model"] == pairs["model"]
     assert built["otherwise"] == own
-    assert built["when"][0] == {"feature": "sentence_words", "at_least": 3.0}
+    assert {"feature": "sentence_words", "at_least": 3.0} in built["when"]
     model = GatedModel.model_validate(built)
     item = {"reference_words": 6.0, "answer_words": 6.0, "ref_list": 0.0}
     assert model.holds({**item, "sentence_words": 4.0, "min_tokens": 4.0})
     assert not model.holds({**item, "sentence_words": 0.0, "min_tokens": 7.0})
-    assert not model.holds({**item, "sentence_words": 4.0, "reference_words": 60.0})
+    assert not model.holds({**item, "sentence_words": 4.0, "reference_words": 30.0})
+    assert not model.holds({**item, "sentence_words": 4.0, "answer_words": 30.0})
+    assert not model.holds({**item, "sentence_words": 4.0, "ref_list": 1.0})

@@ -208,45 +208,67 @@ def test_fit_needs_every_class() -> None:
 
 def test_the_gated_fit_routes_its_rows_as_the_scorer_routes_them() -> None:
     """The written model sends exactly the rows ``sentence_rows`` picks to its sentence
-    model at run time (``GatedModel``); that model is fitted on the rows past the
-    training gate (five words or more), which the run-time gate contains."""
+    model at run time (``GatedModel``), and of those the rows ``sentence_pair_rows`` picks
+    to its model of sentence pairs; the sentence model is fitted on the rows past the
+    training gate (five words or more), which the run-time gate contains, and the pair
+    model on the rows past both run-time gates, with their own source weights."""
     from tools.fit_verdicts import (
         REL_FEATURES_ALL,
         SENTENCE_GATE,
+        SENTENCE_PAIR_GATE,
         SENTENCE_TRAINING_GATE,
         SIM_FEATURES_ALL,
         fit_models,
+        sentence_pair_rows,
         sentence_rows,
     )
 
     rng = np.random.default_rng(7)
     Xr = rng.normal(size=(90, len(REL_FEATURES_ALL)))
     yr = np.arange(90) % 3
-    Xs = rng.normal(size=(200, len(SIM_FEATURES_ALL)))
-    Xs[:, SIM_FEATURES_ALL.index("min_tokens")] = rng.integers(0, 9, size=200)
-    Xs[:, SIM_FEATURES_ALL.index("sentence_words")] = rng.integers(0, 9, size=200)
-    ys = np.arange(200) % 4
-    weights = np.where(np.arange(200) % 10 == 0, 0.0, 1.0)  # a source weighted 0 is left out
-    _, written = fit_models(Xr, yr, Xs, ys, sentences=(Xs, ys, weights))
+    n = 400
+    Xs = rng.normal(size=(n, len(SIM_FEATURES_ALL)))
+    Xs[:, SIM_FEATURES_ALL.index("min_tokens")] = rng.integers(0, 9, size=n)
+    Xs[:, SIM_FEATURES_ALL.index("sentence_words")] = rng.integers(0, 9, size=n)
+    Xs[:, SIM_FEATURES_ALL.index("reference_words")] = rng.integers(1, 45, size=n)
+    Xs[:, SIM_FEATURES_ALL.index("answer_words")] = rng.integers(1, 45, size=n)
+    ys = np.arange(n) % 4
+    weights = np.where(np.arange(n) % 10 == 0, 0.0, 1.0)  # a source weighted 0 is left out
+    pair_weights = np.where(np.arange(n) % 3 == 0, 3.0, weights)
+    _, written = fit_models(Xr, yr, Xs, ys, sentences=(Xs, ys, weights, pair_weights))
     model = toolkit.GatedModel.model_validate(json.loads(dumps_params(written)))
     assert [c.model_dump(exclude_none=True) for c in model.when] == SENTENCE_GATE
-    rows = sentence_rows(Xs)
-    assert 0 < rows.sum() < len(rows)
+    inner = model.model
+    assert isinstance(inner, toolkit.GatedModel)
+    assert [c.model_dump(exclude_none=True) for c in inner.when] == SENTENCE_PAIR_GATE
+    rows, pairs = sentence_rows(Xs), sentence_pair_rows(Xs)
+    assert 0 < pairs.sum() < rows.sum() < len(rows)
+    assert not (pairs & ~rows).any()
     # some rows get past the gate only as short sentences (the any_of condition)
     short = Xs[:, SIM_FEATURES_ALL.index("min_tokens")] < 5
     assert (rows & short).any()
-    for x, past in zip(Xs, rows, strict=True):
+    for x, past, pair in zip(Xs, rows, pairs, strict=True):
         values = dict(zip(SIM_FEATURES_ALL, x.tolist(), strict=True))
         assert all(c.holds(values) for c in model.when) == past
-        chosen = model.model if past else model.otherwise
+        chosen = (inner.model if pair else inner.otherwise) if past else model.otherwise
         assert model.probabilities(values) == chosen.probabilities(values)
     trained = sentence_rows(Xs, SENTENCE_TRAINING_GATE) & (weights > 0)
     assert 0 < trained.sum() < (rows & (weights > 0)).sum()
     assert not (trained & ~rows).any()
-    # the rows past the run-time gate only (short sentences) do not enter the fit: left out
-    # of the pool, the sentence model is the same
-    _, without = fit_models(Xr, yr, Xs, ys, sentences=(Xs, ys, np.where(trained, weights, 0)))
+    # the rows past the run-time gate only (short sentences) do not enter the sentence
+    # model's fit, nor the rows off both gates the pair model's: left out, each is the same
+    _, without = fit_models(
+        Xr,
+        yr,
+        Xs,
+        ys,
+        sentences=(Xs, ys, np.where(trained, weights, 0), np.where(pairs, pair_weights, 0)),
+    )
     assert without["model"] == written["model"]
+    # the pair model weighs its rows with its own weights, the sentence model does not
+    _, even = fit_models(Xr, yr, Xs, ys, sentences=(Xs, ys, weights, weights))
+    assert even["model"]["otherwise"] == written["model"]["otherwise"]
+    assert even["model"]["model"] != written["model"]["model"]
     # without a sentence pool the model is the plain logistic one, as shipped
     _, plain = fit_models(Xr, yr, Xs, ys)
     assert toolkit.LogisticModel.model_validate(json.loads(dumps_params(plain))).features

@@ -414,9 +414,9 @@ def test_read_verdicts_rank_the_demo_right_and_do_not_depend_on_the_batch() -> N
 
 
 def test_the_embedded_card_tells_a_paraphrase_from_a_wrong_capital() -> None:
-    """The real-judge issue's obvious pairs on the embedded card: two whole sentences go to
-    its sentence model, which reads a reordered sentence as a match and a swapped name as a
-    miss (one model over both gave 0.54, 0.42 and 0.43)."""
+    """The real-judge issue's obvious pairs on the embedded card: two short sentences go to
+    its sentence-pair model, which reads a reordered sentence as a match and a swapped name
+    as a miss (one model over both gave 0.54, 0.42 and 0.43)."""
     similarity = without_reason(create_answer_similarity_scorer())
     paraphrase, milan, person = similarity.run_batch(
         [

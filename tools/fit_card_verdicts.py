@@ -35,7 +35,6 @@ from tools.fit_verdicts import (
     L2,
     REL_FEATURES,
     REL_FEATURES_ALL,
-    SENTENCE_WORDS,
     SIM_FEATURES,
     SIM_FEATURES_ALL,
     balanced_weights,
@@ -104,17 +103,18 @@ SHIPPED = {
     },
 }
 DEFAULT_CARD = "qwen2.5-coder-1.5b-instruct"
-# Cards whose similarity model sends two sentences within its item limits to the embedded
-# card's sentence model (copied: :func:`with_sentences`) and only the other verdicts to its
-# own model with the match read. None ships that way. Tried on the 0.5B card (2026-12-04,
-# bfloat16; benchmarks/RESULTS.md, "Two sentences to the sentence model on the 0.5B card"):
-# its read, fitted on short answers, scored the paraphrase "The capital of France is
-# Paris." 0.80 and "The capital of Italy is Milan." against "Rome is the capital of Italy."
-# 0.40; with the copy 0.91 and 0.28, and on every row STS2016 0.657 -> 0.702, evouna
-# 0.93562 -> 0.93564, nq301 and SAS every score the same, but MedQuAD 0.54968 -> 0.54917
-# (one answer people rated worst, 0.00 -> 0.02), and a change that lowers agreement
-# anywhere does not ship.
-SENTENCES_COPIED: frozenset[str] = frozenset()
+# Cards whose similarity model sends the sentence pairs within its item limits to the
+# embedded card's sentence-pair model (copied: :func:`with_sentences`; two sentences of at
+# least three words, neither text over twenty words) and only the other verdicts to its own
+# model with the match read. The 0.5B card ships that way (2026-12-05; benchmarks/
+# RESULTS.md, "A model of sentence pairs"): its read, fitted on short answers, scored the
+# paraphrase "The capital of France is Paris." 0.80 and "The capital of Italy is Milan."
+# against "Rome is the capital of Italy." 0.40; with the copy 0.88 and 0.28, and on
+# every row STS2016 0.657 -> 0.730, every other dev set every score the same (no row of
+# theirs is a sentence pair). Copying the wider sentence model instead (2026-12-04) moved
+# one MedQuAD answer people rated worst (0.00 -> 0.02). The 1.5B card keeps its own read
+# there: with the copy its STS2016 fell 0.7463 -> 0.7351 on every row.
+SENTENCES_COPIED = frozenset({"qwen2.5-coder-0.5b-instruct"})
 # The match read shows the whole reference and the whole answer, and it was read on short
 # texts only (the longest reference of the examples read has 39 words, the longest answer
 # 81 for the 1.5B card, 85 for the 0.5B). Fitted there, it pulled long medical answers down (MedQuAD similarity 0.56 on 250
@@ -303,8 +303,8 @@ def gated_on_length(
     The embedded card's model is itself gated: whole sentences of a short item go to its
     sentence model. Its short-item limits lie within these, so past them it uses its
     short-answer model (``otherwise``) for every verdict, and that is the model copied.
-    With ``sentences`` (:data:`SENTENCES_COPIED`), within the limits the verdicts past the
-    embedded card's sentence gate go to its sentence model too (:func:`with_sentences`).
+    With ``sentences`` (:data:`SENTENCES_COPIED`), within the limits the sentence pairs the
+    embedded card sends to its sentence-pair model go to that model (:func:`with_sentences`).
     """
     when = [
         {"feature": feature, "at_most": float(longest(examples, shown))}
@@ -315,18 +315,20 @@ def gated_on_length(
 
 
 def with_sentences(fitted: dict[str, Any]) -> dict[str, Any]:
-    """``fitted`` behind a gate for two sentences: a verdict whose two sides both end as
-    sentences do, of at least three words (``sentence_words``), within the embedded card's
-    other conditions (no list reference, a short item), goes to the embedded card's sentence
-    model (copied), any other to ``fitted``. Longer phrases that the embedded card also
-    sends to that model ("the founding of new Protestant churches") stay with ``fitted``:
-    sent there too, sas_squad fell 0.002 at 100 rows with the 0.5B card (0.7597 -> 0.7577)."""
+    """``fitted`` behind a gate for sentence pairs: a verdict the embedded card sends to its
+    model of sentence pairs (both sides end as sentences do, of at least three words, and
+    neither text is over twenty words: its sentence gate, then its pair gate) goes to that
+    model (copied), any other to ``fitted``. Longer phrases that the embedded card sends to
+    its sentence model ("the founding of new Protestant churches") stay with ``fitted``:
+    sent there too, sas_squad fell 0.002 at 100 rows with the 0.5B card (0.7597 -> 0.7577);
+    so did longer sentences (one MedQuAD answer people rated worst, 0.00 -> 0.02)."""
     embedded: dict[str, Any] = embedded_verdicts()["similarity"]
-    if embedded.get("kind") != "gated":
-        raise SystemExit("the embedded card's similarity model has no sentence model to copy")
+    inner = embedded.get("model", {})
+    if embedded.get("kind") != "gated" or inner.get("kind") != "gated":
+        raise SystemExit("the embedded card's similarity model has no sentence-pair model to copy")
     plain = [c for c in embedded["when"] if "feature" in c]
-    when = [{"feature": "sentence_words", "at_least": SENTENCE_WORDS}, *plain]
-    return {"kind": "gated", "when": when, "model": embedded["model"], "otherwise": fitted}
+    when = [*inner["when"], *plain]
+    return {"kind": "gated", "when": when, "model": inner["model"], "otherwise": fitted}
 
 
 def past_the_gate(when: list[dict[str, Any]]) -> dict[str, Any]:
@@ -434,7 +436,8 @@ def write(
             )
             if card in SENTENCES_COPIED:
                 copied[scorer] += (
-                    "; within them, the verdicts past its sentence gate: its sentence model, copied"
+                    "; within them, the sentence pairs it sends to its sentence-pair model: "
+                    "that model, copied"
                 )
     header = json.loads(reads_path(card).read_text(encoding="utf-8").splitlines()[0])
     document = {

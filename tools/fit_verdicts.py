@@ -31,6 +31,7 @@ from sklearn.metrics import roc_auc_score
 
 from offline_scorer.toolkit import (
     AnswerSimilarityOptions,
+    LogisticModel,
     analysis_from,
     expected_similarity_score,
     item_features,
@@ -221,6 +222,31 @@ SENTENCE_GATE = [
 SENTENCE_SOURCE_WEIGHTS = {"cqa": 0.0, "evouna": 3.0, "nq301": 3.0, "sas": 3.0, "sts_swap": 3.0}
 SENTENCE_FEATURES = [*SIM_LEXICAL, "cos", "name_swap", "swap_rest"]
 
+# Behind the sentence gate, a second gate (SENTENCE_PAIR_GATE): two sentences of at least
+# three words, neither text over twenty words - a pair of single sentences, what STS grades
+# and what the demo asks ("The capital of France is Paris." against "Paris is the capital
+# of France.") - goes to a model of sentence pairs fitted on the pool's rows past both
+# gates alone (1,418 STS pairs, 172 name-swapped copies and one evouna row), with the STS
+# pairs weighing 2 (their swapped copies 3, as for the sentence model) and a penalty of 10.
+# `--cv` prints the grid it was chosen from (STS weight 1, 2 or 3; penalty 1, 10 or 30):
+# the out-of-fold Spearman with the STS grades, and what each fit on all its rows scores
+# the demo's paraphrase and wrong capital (OBVIOUS_PAIRS). At weight 3 the swapped copies
+# weigh too little and the wrong capital scores 0.36 (the issue's limit is 0.35); of the
+# fits that keep both obvious pairs right, weight 2 with a penalty of 10 ranks the STS
+# grades best in grouped CV (0.8326 against 0.8194 at weight 1, the sentence model's
+# recipe). Every other verdict past the sentence gate keeps the sentence model above, as
+# shipped: fitted with the STS pairs weighing 3 on every row past the sentence gate, it
+# moved 13 of sas_squad's scores and lowered its Spearman; behind the second gate no row of
+# sas_squad, nq301, evouna or MedQuAD reaches the new model.
+SENTENCE_PAIR_WORDS = 20.0  # the longest text (reference or answer) of a sentence pair
+SENTENCE_PAIR_GATE = [
+    {"feature": "sentence_words", "at_least": SENTENCE_WORDS},
+    {"feature": "reference_words", "at_most": SENTENCE_PAIR_WORDS},
+    {"feature": "answer_words", "at_most": SENTENCE_PAIR_WORDS},
+]
+SENTENCE_PAIR_SOURCE_WEIGHTS = {**SENTENCE_SOURCE_WEIGHTS, "sts": 2.0}
+SENTENCE_PAIR_L2 = 10.0
+
 
 def source_weights(examples: list[dict], table: dict[str, float] | None = None) -> np.ndarray:
     """Each example's weight from its source, by ``table`` (default :data:`SOURCE_WEIGHTS`,
@@ -285,6 +311,12 @@ def sentence_rows(X: np.ndarray, gate: list[dict[str, Any]] | None = None) -> np
     return rows
 
 
+def sentence_pair_rows(X: np.ndarray) -> np.ndarray:
+    """Which rows of a similarity matrix the gated model sends to its model of sentence
+    pairs at run time: past :data:`SENTENCE_GATE` and :data:`SENTENCE_PAIR_GATE`."""
+    return sentence_rows(X) & sentence_rows(X, SENTENCE_PAIR_GATE)
+
+
 def fit_models(
     Xr: np.ndarray,
     yr: np.ndarray,
@@ -292,14 +324,17 @@ def fit_models(
     ys: np.ndarray,
     wr: np.ndarray | None = None,
     ws: np.ndarray | None = None,
-    sentences: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None,
+    sentences: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None = None,
 ) -> tuple[dict, dict]:
     """The shipped models, from matrices over all computed features.
 
     ``wr`` and ``ws`` are the examples' source weights (:func:`source_weights`; 1 if not
-    given), multiplying the balanced class weights. ``sentences`` (matrix, classes, source
-    weights of the whole similarity pool, sentence pairs included) makes the similarity model
-    gated: its rows past :data:`SENTENCE_GATE` fit the model of whole sentences.
+    given), multiplying the balanced class weights. ``sentences`` (matrix, classes, and the
+    source weights of the sentence model and of the sentence-pair model, over the whole
+    similarity pool, sentence pairs included) makes the similarity model gated: its rows past
+    :data:`SENTENCE_TRAINING_GATE` fit the model of whole sentences, and its rows past
+    :data:`SENTENCE_GATE` and :data:`SENTENCE_PAIR_GATE` the model of sentence pairs, which
+    the sentence model's place holds behind a gate of its own.
     """
     wr = np.ones(len(yr)) if wr is None else wr
     ws = np.ones(len(ys)) if ws is None else ws
@@ -321,7 +356,7 @@ def fit_models(
     )
     if sentences is None:
         return relevancy, similarity
-    Xt, yt, wt = sentences
+    Xt, yt, wt, wp = sentences
     rows = sentence_rows(Xt, SENTENCE_TRAINING_GATE) & (wt > 0)
     above = fit(
         columns(Xt[rows], SIM_FEATURES_ALL, SENTENCE_FEATURES),
@@ -331,7 +366,17 @@ def fit_models(
         l2=L2,
         sample_weight=balanced_weights(yt[rows], 4) * wt[rows],
     )
-    gated = {"kind": "gated", "when": SENTENCE_GATE, "model": above, "otherwise": similarity}
+    pairs = sentence_pair_rows(Xt) & (wp > 0)
+    pair_model = fit(
+        columns(Xt[pairs], SIM_FEATURES_ALL, SENTENCE_FEATURES),
+        yt[pairs],
+        SENTENCE_FEATURES,
+        SIM_CLASSES,
+        l2=SENTENCE_PAIR_L2,
+        sample_weight=balanced_weights(yt[pairs], 4) * wp[pairs],
+    )
+    within = {"kind": "gated", "when": SENTENCE_PAIR_GATE, "model": pair_model, "otherwise": above}
+    gated = {"kind": "gated", "when": SENTENCE_GATE, "model": within, "otherwise": similarity}
     return relevancy, gated
 
 
@@ -427,38 +472,73 @@ def one_unit_score(probabilities: dict[str, float]) -> float:
     )
 
 
+# The demo's sentence pairs, which the sentence-pair model must keep right (the real-judge
+# issue's targets: a paraphrase of the reference at least 0.85, a wrong capital at most
+# 0.35; benchmarks/obvious_pairs.py scores them through the scorer): `--cv` prints what a
+# one-unit pair scores with each candidate fit.
+OBVIOUS_PAIRS = {
+    "paraphrase": ("Paris is the capital of France.", "The capital of France is Paris."),
+    "wrong capital": ("Rome is the capital of Italy.", "The capital of Italy is Milan."),
+}
+
+
+def obvious_matrix(embedder: Any) -> np.ndarray:
+    """The similarity features of :data:`OBVIOUS_PAIRS` (reference, answer), one row each."""
+    examples = [
+        {"aliases": [reference], "answer_unit": answer, "reference": reference, "answer": answer}
+        for reference, answer in OBVIOUS_PAIRS.values()
+    ]
+    return similarity_matrix(embedder, [{**e, "label": SIM_CLASSES[0]} for e in examples])[0]
+
+
 def sentence_cross_validation(
-    pool: tuple[np.ndarray, np.ndarray, np.ndarray], sentences: list[dict[str, Any]]
+    pool: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray],
+    sentences: list[dict[str, Any]],
+    obvious: np.ndarray | None = None,
 ) -> dict[str, float]:
     """Grouped 5-fold CV of the sentence model (folds by reference), fitted on the rows past
-    the training gate or past the run-time gate, with the STS pairs weighing 1 or 3 and a
-    penalty of 1, 10 or 30: the out-of-fold Spearman of the scores the formula gives a
-    one-unit pair with the STS grades of the held-out sts_pairs examples, and the MiniLM
-    cosine's on the same rows. Every fit keeps the other sources' weights."""
-    Xt, yt, _ = pool
+    the training gate or past the run-time gate, with the STS pairs weighing 1 or 3, and of
+    the sentence-pair model, fitted on the rows past the run-time gate and
+    :data:`SENTENCE_PAIR_GATE`, with the STS pairs weighing 1, 2 or 3; each with a penalty
+    of 1, 10 or 30: the out-of-fold Spearman of the scores the formula gives a one-unit pair
+    with the STS grades of the held-out sts_pairs examples, and the MiniLM cosine's on the
+    same rows. Every fit keeps the other sources' weights. With ``obvious`` (the features
+    of :data:`OBVIOUS_PAIRS`), each sentence-pair fit on all its rows also scores those."""
+    Xt, yt = pool[0], pool[1]
     grades = np.array([e.get("grade", np.nan) for e in sentences])
     report: dict[str, float] = {}
-    for name, gate in (("training gate", SENTENCE_TRAINING_GATE), ("run-time gate", None)):
-        for weight in (1.0, 3.0):
+    for name, past, sts_weights in (
+        ("training gate", sentence_rows(Xt, SENTENCE_TRAINING_GATE), (1.0, 3.0)),
+        ("run-time gate", sentence_rows(Xt), (1.0, 3.0)),
+        ("sentence pairs", sentence_pair_rows(Xt), (1.0, 2.0, 3.0)),
+    ):
+        for weight in sts_weights:
             w = source_weights(sentences, {**SENTENCE_SOURCE_WEIGHTS, "sts": weight})
-            rows = np.where(sentence_rows(Xt, gate) & (w > 0))[0]
+            rows = np.where(past & (w > 0))[0]
             X = columns(Xt[rows], SIM_FEATURES_ALL, SENTENCE_FEATURES)
             y = yt[rows]
             groups = [sentences[i]["group"] for i in rows]
             sts = np.array([sentences[i]["source"] == "sts" for i in rows])
             for l2 in (1.0, 10.0, 30.0):
+                key = f"{name}, sts weight {weight:g}, L2 {l2:g}"
+                sample_weight = balanced_weights(y, 4) * w[rows]
                 P = grouped_cv_proba(
-                    X,
-                    y,
-                    groups,
-                    SENTENCE_FEATURES,
-                    SIM_CLASSES,
-                    l2=l2,
-                    sample_weight=balanced_weights(y, 4) * w[rows],
+                    X, y, groups, SENTENCE_FEATURES, SIM_CLASSES, l2=l2, sample_weight=sample_weight
                 )
                 scores = [one_unit_score(dict(zip(SIM_CLASSES, p, strict=True))) for p in P[sts]]
                 rho = spearmanr(grades[rows][sts], scores).correlation
-                report[f"{name}, sts weight {weight:g}, L2 {l2:g}"] = round(float(rho), 4)
+                report[key] = round(float(rho), 4)
+                if obvious is not None and name == "sentence pairs":
+                    model = LogisticModel.model_validate(
+                        json.loads(
+                            dumps_params(
+                                fit(X, y, SENTENCE_FEATURES, SIM_CLASSES, l2, sample_weight)
+                            )
+                        )
+                    )
+                    for pair, x in zip(OBVIOUS_PAIRS, obvious, strict=True):
+                        values = dict(zip(SIM_FEATURES_ALL, x.tolist(), strict=True))
+                        report[f"{key}: {pair}"] = one_unit_score(model.probabilities(values))
             cosine = Xt[rows][sts, SIM_FEATURES_ALL.index("cos")]
             rho = spearmanr(grades[rows][sts], cosine).correlation
             report[f"{name}, sts weight {weight:g}: MiniLM cosine"] = round(float(rho), 4)
@@ -482,9 +562,10 @@ def sentence_examples(train: Path) -> list[dict]:
 
 def similarity_pools(
     embedder: Any, sim: list[dict], sentences: list[dict]
-) -> tuple[np.ndarray, np.ndarray, tuple[np.ndarray, np.ndarray, np.ndarray]]:
-    """The similarity matrix of ``sim``, and (matrix, classes, weights) of ``sentences``;
-    an example of both (same source, same fixed order) is computed once."""
+) -> tuple[np.ndarray, np.ndarray, tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]]:
+    """The similarity matrix of ``sim``, and (matrix, classes, sentence model's weights,
+    sentence-pair model's weights) of ``sentences``; an example of both (same source, same
+    fixed order) is computed once."""
     Xs, ys = similarity_matrix(embedder, sim)
     extra = sentences[len(sim) :] if sentences[: len(sim)] == sim else sentences
     if extra is sentences:
@@ -492,7 +573,16 @@ def similarity_pools(
     else:
         Xe, ye = similarity_matrix(embedder, extra) if extra else (Xs[:0], ys[:0])
         Xt, yt = np.vstack([Xs, Xe]), np.concatenate([ys, ye])
-    return Xs, ys, (Xt, yt, source_weights(sentences, SENTENCE_SOURCE_WEIGHTS))
+    return (
+        Xs,
+        ys,
+        (
+            Xt,
+            yt,
+            source_weights(sentences, SENTENCE_SOURCE_WEIGHTS),
+            source_weights(sentences, SENTENCE_PAIR_SOURCE_WEIGHTS),
+        ),
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -570,7 +660,7 @@ def main(argv: list[str] | None = None) -> int:
         cv = cross_validation(Xr, yr, groups_r, Xs, ys, groups_s, wr, ws)
         print(json.dumps({"grouped_cv_auc": cv}, indent=1))
         if args.sentence_gate:
-            spearman = sentence_cross_validation(sentence_pool, sentences)
+            spearman = sentence_cross_validation(sentence_pool, sentences, obvious_matrix(embedder))
             print(json.dumps({"sentence_model_grouped_cv_spearman": spearman}, indent=1))
     gated = sentence_pool if args.sentence_gate else None
     relevancy, similarity = fit_models(Xr, yr, Xs, ys, wr, ws, gated)
@@ -579,10 +669,14 @@ def main(argv: list[str] | None = None) -> int:
         "similarity": {c: int((ys == i).sum()) for i, c in enumerate(SIM_CLASSES)},
     }
     if gated is not None:
-        Xt, yt, wt = gated
+        Xt, yt, wt, wp = gated
         above = sentence_rows(Xt, SENTENCE_TRAINING_GATE) & (wt > 0)
         examples["similarity_sentences"] = {
             c: int((yt[above] == i).sum()) for i, c in enumerate(SIM_CLASSES)
+        }
+        pairs = sentence_pair_rows(Xt) & (wp > 0)
+        examples["similarity_sentence_pairs"] = {
+            c: int((yt[pairs] == i).sum()) for i, c in enumerate(SIM_CLASSES)
         }
     document = {
         "format": "offline-scorer-verdicts/1",
@@ -600,7 +694,13 @@ def main(argv: list[str] | None = None) -> int:
             "class_weights": "balanced",
             "source_weights": dict(sorted(SOURCE_WEIGHTS.items())),
             **(
-                {"sentence_source_weights": dict(sorted(SENTENCE_SOURCE_WEIGHTS.items()))}
+                {
+                    "sentence_source_weights": dict(sorted(SENTENCE_SOURCE_WEIGHTS.items())),
+                    "sentence_pair_source_weights": dict(
+                        sorted(SENTENCE_PAIR_SOURCE_WEIGHTS.items())
+                    ),
+                    "sentence_pair_l2": SENTENCE_PAIR_L2,
+                }
                 if args.sentence_gate
                 else {}
             ),
