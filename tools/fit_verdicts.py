@@ -357,24 +357,21 @@ def fit_models(
     if sentences is None:
         return relevancy, similarity
     Xt, yt, wt, wp = sentences
-    rows = sentence_rows(Xt, SENTENCE_TRAINING_GATE) & (wt > 0)
-    above = fit(
-        columns(Xt[rows], SIM_FEATURES_ALL, SENTENCE_FEATURES),
-        yt[rows],
-        SENTENCE_FEATURES,
-        SIM_CLASSES,
-        l2=L2,
-        sample_weight=balanced_weights(yt[rows], 4) * wt[rows],
-    )
-    pairs = sentence_pair_rows(Xt) & (wp > 0)
-    pair_model = fit(
-        columns(Xt[pairs], SIM_FEATURES_ALL, SENTENCE_FEATURES),
-        yt[pairs],
-        SENTENCE_FEATURES,
-        SIM_CLASSES,
-        l2=SENTENCE_PAIR_L2,
-        sample_weight=balanced_weights(yt[pairs], 4) * wp[pairs],
-    )
+
+    def sentence_fit(rows: np.ndarray, weights: np.ndarray, l2: float) -> dict:
+        """A model of :data:`SENTENCE_FEATURES` on these rows of the pool, so weighted."""
+        rows = rows & (weights > 0)
+        return fit(
+            columns(Xt[rows], SIM_FEATURES_ALL, SENTENCE_FEATURES),
+            yt[rows],
+            SENTENCE_FEATURES,
+            SIM_CLASSES,
+            l2=l2,
+            sample_weight=balanced_weights(yt[rows], 4) * weights[rows],
+        )
+
+    above = sentence_fit(sentence_rows(Xt, SENTENCE_TRAINING_GATE), wt, L2)
+    pair_model = sentence_fit(sentence_pair_rows(Xt), wp, SENTENCE_PAIR_L2)
     within = {"kind": "gated", "when": SENTENCE_PAIR_GATE, "model": pair_model, "otherwise": above}
     gated = {"kind": "gated", "when": SENTENCE_GATE, "model": within, "otherwise": similarity}
     return relevancy, gated
