@@ -272,3 +272,30 @@ def test_the_gated_fit_routes_its_rows_as_the_scorer_routes_them() -> None:
     # without a sentence pool the model is the plain logistic one, as shipped
     _, plain = fit_models(Xr, yr, Xs, ys)
     assert toolkit.LogisticModel.model_validate(json.loads(dumps_params(plain))).features
+
+
+def test_the_demo_sentence_pairs_reach_the_shipped_sentence_pair_model() -> None:
+    """The paraphrase and the wrong capital that `--cv` scores each candidate fit on
+    (OBVIOUS_PAIRS) are rows the sentence-pair model judges: they pass both gates of the
+    tool and of the shipped file (real MiniLM features)."""
+    from tools.fit_verdicts import (
+        EMBEDDER,
+        OUT,
+        SENTENCE_PAIR_GATE,
+        SIM_FEATURES_ALL,
+        obvious_matrix,
+        sentence_pair_rows,
+    )
+
+    X = obvious_matrix(toolkit.shared_embedder(EMBEDDER))
+    assert X.shape == (2, len(SIM_FEATURES_ALL))
+    assert sentence_pair_rows(X).all()
+    shipped = toolkit.GatedModel.model_validate(
+        json.loads(OUT.read_text(encoding="utf-8"))["similarity"]
+    )
+    inner = shipped.model
+    assert isinstance(inner, toolkit.GatedModel)
+    assert [c.model_dump(exclude_none=True) for c in inner.when] == SENTENCE_PAIR_GATE
+    for x in X:
+        values = dict(zip(SIM_FEATURES_ALL, x.tolist(), strict=True))
+        assert shipped.holds(values) and inner.holds(values)
