@@ -358,8 +358,8 @@ def fitted_models(
     """Each scorer's verdict model (the JSON the file holds) on the chosen features; where
     the chosen set is None (:data:`EMBEDDED_SET`), the embedded card's model, copied. With
     ``gate``, a similarity model that uses the match read is gated on the texts' lengths
-    (:func:`gated_on_length`; with ``sentences``, whole sentences within the limits go to
-    the embedded card's sentence model)."""
+    (:func:`gated_on_length`; with ``sentences``, the sentence pairs within the limits go to
+    the embedded card's sentence-pair model)."""
     fitted = {}
     for scorer, (X, y, names, _groups, examples) in data.items():
         classes = REL_CLASSES if scorer == "relevancy" else SIM_CLASSES

@@ -317,6 +317,19 @@ def sentence_pair_rows(X: np.ndarray) -> np.ndarray:
     return sentence_rows(X) & sentence_rows(X, SENTENCE_PAIR_GATE)
 
 
+def sentence_fit_rows(
+    sentences: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray],
+) -> tuple[np.ndarray, np.ndarray]:
+    """The pool rows the sentence model and the sentence-pair model are fitted on: past
+    :data:`SENTENCE_TRAINING_GATE`, and past both run-time gates, each where its own source
+    weight is above 0."""
+    Xt, _yt, wt, wp = sentences
+    return (
+        sentence_rows(Xt, SENTENCE_TRAINING_GATE) & (wt > 0),
+        sentence_pair_rows(Xt) & (wp > 0),
+    )
+
+
 def fit_models(
     Xr: np.ndarray,
     yr: np.ndarray,
@@ -357,10 +370,10 @@ def fit_models(
     if sentences is None:
         return relevancy, similarity
     Xt, yt, wt, wp = sentences
+    sentence_pool, pair_pool = sentence_fit_rows(sentences)
 
     def sentence_fit(rows: np.ndarray, weights: np.ndarray, l2: float) -> dict:
         """A model of :data:`SENTENCE_FEATURES` on these rows of the pool, so weighted."""
-        rows = rows & (weights > 0)
         return fit(
             columns(Xt[rows], SIM_FEATURES_ALL, SENTENCE_FEATURES),
             yt[rows],
@@ -370,8 +383,8 @@ def fit_models(
             sample_weight=balanced_weights(yt[rows], 4) * weights[rows],
         )
 
-    above = sentence_fit(sentence_rows(Xt, SENTENCE_TRAINING_GATE), wt, L2)
-    pair_model = sentence_fit(sentence_pair_rows(Xt), wp, SENTENCE_PAIR_L2)
+    above = sentence_fit(sentence_pool, wt, L2)
+    pair_model = sentence_fit(pair_pool, wp, SENTENCE_PAIR_L2)
     within = {"kind": "gated", "when": SENTENCE_PAIR_GATE, "model": pair_model, "otherwise": above}
     gated = {"kind": "gated", "when": SENTENCE_GATE, "model": within, "otherwise": similarity}
     return relevancy, gated
@@ -666,15 +679,13 @@ def main(argv: list[str] | None = None) -> int:
         "similarity": {c: int((ys == i).sum()) for i, c in enumerate(SIM_CLASSES)},
     }
     if gated is not None:
-        Xt, yt, wt, wp = gated
-        above = sentence_rows(Xt, SENTENCE_TRAINING_GATE) & (wt > 0)
-        examples["similarity_sentences"] = {
-            c: int((yt[above] == i).sum()) for i, c in enumerate(SIM_CLASSES)
-        }
-        pairs = sentence_pair_rows(Xt) & (wp > 0)
-        examples["similarity_sentence_pairs"] = {
-            c: int((yt[pairs] == i).sum()) for i, c in enumerate(SIM_CLASSES)
-        }
+        yt = gated[1]
+        for key, rows in zip(
+            ("similarity_sentences", "similarity_sentence_pairs"),
+            sentence_fit_rows(gated),
+            strict=True,
+        ):
+            examples[key] = {c: int((yt[rows] == i).sum()) for i, c in enumerate(SIM_CLASSES)}
     document = {
         "format": "offline-scorer-verdicts/1",
         "judge": JUDGE,

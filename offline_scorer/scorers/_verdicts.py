@@ -136,10 +136,10 @@ class GatedModel(BaseModel):
     """Two verdict models over the same labels, one chosen per verdict by its features.
 
     A verdict that meets every condition of ``when`` goes to ``model``, any other to
-    ``otherwise``. Either may be a gated model itself
-    (``tools/fit_card_verdicts.with_sentences``: within a card's item limits, two sentences
-    to the embedded card's sentence model and any other verdict to the card's own model;
-    tried on the 0.5B card, not shipped). Uses:
+    ``otherwise``. Either may be a gated model itself: the embedded card's sentence model
+    sits behind a second gate for pairs of short sentences (``SENTENCE_PAIR_GATE``), and the
+    0.5B card copies that pair model in front of its own within its item limits
+    (``tools/fit_card_verdicts.with_sentences``). Uses:
 
     * the Qwen cards' similarity (``tools/fit_card_verdicts.py``): the match read was fitted
       on short texts, so a gate on the item's ``reference_words`` and ``answer_words``
@@ -152,7 +152,9 @@ class GatedModel(BaseModel):
       short-answer pool that an answer as long as its reference is only a partial match.
       Its conditions mix a verdict's features (``min_tokens``, ``len_ratio``, ``ref_list``,
       ``sentence_words``, the first two each ``any_of`` itself or two short sentences) and
-      the item's, so it picks a model per verdict.
+      the item's, so it picks a model per verdict. Behind it, two sentences of at most
+      twenty words a side go to a model fitted on such pairs alone, the rest to the
+      sentence model.
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
