@@ -299,3 +299,66 @@ def test_the_demo_sentence_pairs_reach_the_shipped_sentence_pair_model() -> None
     for x in X:
         values = dict(zip(SIM_FEATURES_ALL, x.tolist(), strict=True))
         assert shipped.holds(values) and inner.holds(values)
+
+
+def test_the_forum_gate_routes_relevancy_by_the_answer_s_words() -> None:
+    """With a forum pool, the relevancy model is gated on the whole answer's words: answers
+    of at least FORUM_WORDS go to a model of FORUM_FEATURES fitted on the forum pool's rows
+    of weight above 0 (a row weighted 0 changes nothing), shorter ones to the ungated model,
+    which is the one fitted without the forum pool, number for number."""
+    from tools.fit_verdicts import (
+        FORUM_FEATURES,
+        FORUM_GATE,
+        FORUM_WORDS,
+        REL_FEATURES_ALL,
+        SIM_FEATURES_ALL,
+        fit_models,
+    )
+
+    rng = np.random.default_rng(11)
+    Xr = rng.normal(size=(90, len(REL_FEATURES_ALL)))
+    yr = np.arange(90) % 3
+    Xf = np.vstack([Xr, rng.normal(size=(60, len(REL_FEATURES_ALL)))])
+    Xf[:, REL_FEATURES_ALL.index("answer_words")] = rng.integers(0, 9, size=150)
+    yf = np.arange(150) % 3
+    wf = np.where(np.arange(150) % 7 == 0, 0.0, 1.0)
+    Xs = rng.normal(size=(40, len(SIM_FEATURES_ALL)))
+    ys = np.arange(40) % 4
+    plain, _ = fit_models(Xr, yr, Xs, ys)
+    written, _ = fit_models(Xr, yr, Xs, ys, forum=(Xf, yf, wf))
+    model = toolkit.GatedModel.model_validate(json.loads(dumps_params(written)))
+    assert [c.model_dump(exclude_none=True) for c in model.when] == FORUM_GATE
+    assert model.model.features == FORUM_FEATURES
+    assert written["otherwise"] == plain
+    for x in Xf:
+        values = dict(zip(REL_FEATURES_ALL, x.tolist(), strict=True))
+        long_enough = values["answer_words"] >= FORUM_WORDS
+        chosen = model.model if long_enough else model.otherwise
+        assert model.holds(values) == long_enough
+        assert model.probabilities(values) == chosen.probabilities(values)
+    # a row weighted 0 is left out of the fit altogether
+    kept = wf > 0
+    again, _ = fit_models(Xr, yr, Xs, ys, forum=(Xf[kept], yf[kept], wf[kept]))
+    assert again == written
+
+
+def test_relevancy_evidence_carries_the_answer_s_length() -> None:
+    """Each verdict's evidence holds the whole answer's words and their log, which the
+    shipped relevancy gate and its forum model read (real MiniLM)."""
+    import math
+
+    from tools.fit_verdicts import EMBEDDER, OUT, REL_FEATURES_ALL
+
+    answer = "Paris. It is in France and has been the capital for centuries."
+    rows = toolkit.relevancy_evidence(
+        toolkit.shared_embedder(EMBEDDER), "What is the capital of France?", ["Paris.", "x"], answer
+    )
+    for row in rows:
+        assert row["answer_words"] == 12.0
+        assert row["answer_len"] == pytest.approx(math.log1p(12.0))
+        assert set(REL_FEATURES_ALL) <= set(row)
+    shipped = toolkit.GatedModel.model_validate(
+        json.loads(OUT.read_text(encoding="utf-8"))["relevancy"]
+    )
+    assert shipped.holds(rows[0])
+    assert not shipped.holds({**rows[0], "answer_words": 2.0})

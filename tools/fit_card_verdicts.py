@@ -87,7 +87,8 @@ EMBEDDED_FILE = MODELS / "smollm2-135m-instruct.verdicts.json"
 # similarity dev set, on all rows, than the four-label read of the whole item it replaced, at
 # the same cost of one read per item. The 0.5B card (RESULTS.md, "A verdict model for the 0.5B
 # card"): its read of a statement adds nothing to relevancy in grouped CV (0.912 with and
-# without), so relevancy is the embedded card's model, fitted on the whole pool, with no judge
+# without), so relevancy is the embedded card's model (since 2026-12-05 gated on the answer's
+# words, with the forum comments behind the gate), copied, with no judge
 # call; for similarity the match read ranks the short-answer dev sets better than the match
 # read with a read of every unit pair (CV 0.845 against 0.862), and costs one read per item
 # where the pair reads grow with the product of the two texts' units (about 300 reads for

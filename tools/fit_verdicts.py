@@ -4,6 +4,7 @@
     .venv/bin/python -m tools.fit_verdicts --cv       # also prints a grouped-CV ablation
     .venv/bin/python -m tools.fit_verdicts --check-slice   # refits the file's slice, compares
     .venv/bin/python -m tools.fit_verdicts --no-sentence-gate --out F   # one model, no gate
+    .venv/bin/python -m tools.fit_verdicts --no-forum-gate --out F      # relevancy ungated
 
 The models are multinomial logistic regressions (tools/verdict_training.py) over the
 features the scorers compute at run time (offline_scorer/scorers/_verdicts.py), so training
@@ -31,13 +32,16 @@ from sklearn.metrics import roc_auc_score
 
 from offline_scorer.toolkit import (
     AnswerSimilarityOptions,
+    GatedModel,
     LogisticModel,
     analysis_from,
+    expected_relevancy_score,
     expected_similarity_score,
     item_features,
     relevancy_evidence,
     shared_embedder,
     similarity_evidence,
+    split_answer,
 )
 from tools.verdict_training import (
     REL_CLASSES,
@@ -47,7 +51,10 @@ from tools.verdict_training import (
     cqa_relevancy_examples,
     dumps_params,
     fit,
+    fold_of,
     grouped_cv_proba,
+    load,
+    qkey,
     relevancy_examples,
     similarity_examples,
     sts_similarity_examples,
@@ -117,7 +124,14 @@ ABLATIONS = {
         ],
     },
 }
-REL_FEATURES_ALL = [*REL_LEXICAL, "cos", "answer_cos", "is_question"]
+REL_FEATURES_ALL = [
+    *REL_LEXICAL,
+    "cos",
+    "answer_cos",
+    "is_question",
+    "answer_words",
+    "answer_len",
+]
 # The item features (the whole reference and answer), the same for each verdict of an item.
 ITEM = ["reference_words", "answer_words"]
 SIM_FEATURES_ALL = [
@@ -149,13 +163,33 @@ def log(message: str) -> None:
 # cost; chosen by grouped CV and the dev agreement at 100 rows. A source weighted 0 is left
 # out of the pool altogether (and of the standardisation): the forum comments, even at 0.25,
 # raised medquad relevancy by 0.04 but lowered TruthfulQA and HaluQuestQA by up to 0.0035,
-# and a change that lowers agreement anywhere does not ship, so the relevancy model stays
-# the one fitted without them.
+# and a change that lowers agreement anywhere does not ship, so the relevancy model in front
+# of short answers stays the one fitted without them; they enter behind FORUM_GATE (below).
 # Sentence pairs with the name features, at weights 0.5 / 0.25, raised the 100-row agreement
 # everywhere but nq301's AUC (-0.0008; STS 0.54 -> 0.67, evouna 0.73 -> 0.77), yet on every
 # row of nq301 they lowered its AUC from 0.781 to 0.766: a regression, so they are out of
 # the shipped pool (and the name features out of the shipped set) until that is fixed.
 SOURCE_WEIGHTS = {"cqa": 0.0, "sts": 0.0, "sts_swap": 0.0}
+
+# The relevancy model is gated (2026-12-05): a verdict on an answer of at least FORUM_WORDS
+# words (``answer_words``, the whole answer's) goes to a model fitted on the pool above plus
+# the forum comments of semeval2016_cqa_train of that length (weight 1), over the shipped
+# features and the answer's log length (``answer_len``); a shorter answer's verdict to the
+# model above, unchanged. One model with the comments lowered TruthfulQA (short answers,
+# "I have no comment") and a gate at a longer length split the forum answers between two
+# models whose scores do not line up, which ranked whole comments worse than the ungated
+# model (0.36 against 0.40). So the gate sits where the one-word answers and the shortest
+# chat lines are, and the comments shorter than it stay out of the fit. Chosen with
+# `--cv` ("forum_model_grouped_cv", below): whole answers of the held-out folds, every
+# statement scored, ranked against people (forum comments: Spearman with Good /
+# PotentiallyUseful / Bad; haluquestqa answers: ROC AUC of "no irrelevant span"). The best
+# sum is at 2 words, which lowered TruthfulQA's every-row AUC by 0.0013; at 3 words (the
+# next) no dev figure falls (benchmarks/RESULTS.md, "Forum comments for the relevancy
+# model").
+FORUM_WORDS = 3.0
+FORUM_GATE = [{"feature": "answer_words", "at_least": FORUM_WORDS}]
+FORUM_FEATURES = [*REL_FEATURES, "answer_len"]
+FORUM_SOURCE_WEIGHTS = {**SOURCE_WEIGHTS, "cqa": 1.0}
 
 # The similarity model is gated (offline_scorer/scorers/_verdicts.py, GatedModel): a verdict
 # that meets every condition of SENTENCE_GATE, two sentence-like texts of about one length in
@@ -262,6 +296,7 @@ def balanced_weights(y: np.ndarray, classes: int) -> np.ndarray:
 
 
 def relevancy_matrix(embedder: Any, examples: list[dict]) -> tuple[np.ndarray, np.ndarray]:
+    """The relevancy features (:data:`REL_FEATURES_ALL`) and class of each example."""
     rows = [
         relevancy_evidence(embedder, e["question"] or "", [e["statement"]], e["answer"] or "")[0]
         for e in examples
@@ -338,6 +373,7 @@ def fit_models(
     wr: np.ndarray | None = None,
     ws: np.ndarray | None = None,
     sentences: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None = None,
+    forum: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None,
 ) -> tuple[dict, dict]:
     """The shipped models, from matrices over all computed features.
 
@@ -347,18 +383,17 @@ def fit_models(
     similarity pool, sentence pairs included) makes the similarity model gated: its rows past
     :data:`SENTENCE_TRAINING_GATE` fit the model of whole sentences, and its rows past
     :data:`SENTENCE_GATE` and :data:`SENTENCE_PAIR_GATE` the model of sentence pairs, which
-    the sentence model's place holds behind a gate of its own.
+    the sentence model's place holds behind a gate of its own. ``forum`` (matrix, classes
+    and weights of the forum model's pool, :func:`forum_examples`) makes the relevancy model
+    gated: answers of at least :data:`FORUM_WORDS` words go to a model of
+    :data:`FORUM_FEATURES` fitted on that pool.
     """
     wr = np.ones(len(yr)) if wr is None else wr
     ws = np.ones(len(ys)) if ws is None else ws
-    relevancy = fit(
-        columns(Xr, REL_FEATURES_ALL, REL_FEATURES),
-        yr,
-        REL_FEATURES,
-        REL_CLASSES,
-        l2=L2,
-        sample_weight=balanced_weights(yr, 3) * wr,
-    )
+    relevancy = relevancy_fit(Xr, yr, wr, REL_FEATURES)
+    if forum is not None:
+        answers = relevancy_fit(*forum, FORUM_FEATURES)
+        relevancy = {"kind": "gated", "when": FORUM_GATE, "model": answers, "otherwise": relevancy}
     similarity = fit(
         columns(Xs, SIM_FEATURES_ALL, SIM_FEATURES),
         ys,
@@ -388,6 +423,21 @@ def fit_models(
     within = {"kind": "gated", "when": SENTENCE_PAIR_GATE, "model": pair_model, "otherwise": above}
     gated = {"kind": "gated", "when": SENTENCE_GATE, "model": within, "otherwise": similarity}
     return relevancy, gated
+
+
+def relevancy_fit(X: np.ndarray, y: np.ndarray, w: np.ndarray, features: list[str]) -> dict:
+    """A relevancy model of ``features`` fitted on the rows of ``X`` (its columns
+    :data:`REL_FEATURES_ALL`) whose weight ``w`` is above 0 (a row weighted 0 is left out,
+    of the standardisation too), each weighing ``w`` times its balanced class weight."""
+    kept = w > 0
+    return fit(
+        columns(X[kept], REL_FEATURES_ALL, features),
+        y[kept],
+        features,
+        REL_CLASSES,
+        l2=L2,
+        sample_weight=balanced_weights(y[kept], 3) * w[kept],
+    )
 
 
 def slice_of(examples: list[dict]) -> list[dict]:
@@ -563,6 +613,121 @@ def training_examples(train: Path) -> tuple[list[dict], list[dict]]:
     return kept(relevancy), kept(similarity)
 
 
+def forum_examples(train: Path, words: float = FORUM_WORDS) -> list[dict]:
+    """The forum model's pool, in a fixed order: the relevancy pool (the examples of every
+    source :data:`FORUM_SOURCE_WEIGHTS` weighs above 0 but the comments), then the forum
+    comments whose whole comment has at least ``words`` words."""
+    pool = [e for e in relevancy_examples(train) if FORUM_SOURCE_WEIGHTS.get(e["source"], 1.0) > 0]
+    comments = [e for e in cqa_relevancy_examples(train) if len(e["answer"].split()) >= words]
+    return pool + comments
+
+
+def relevancy_pools(
+    embedder: Any, rel: list[dict], forum: list[dict]
+) -> tuple[np.ndarray, np.ndarray, tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """The relevancy matrix of ``rel``, and (matrix, classes, weights) of ``forum``; the
+    examples both begin with are computed once."""
+    Xr, yr = relevancy_matrix(embedder, rel)
+    shared = len(rel) if forum[: len(rel)] == rel else 0
+    if shared < len(forum):
+        Xe, ye = relevancy_matrix(embedder, forum[shared:])
+        Xf, yf = np.vstack([Xr[:shared], Xe]), np.concatenate([yr[:shared], ye])
+    else:
+        Xf, yf = Xr, yr
+    return Xr, yr, (Xf, yf, source_weights(forum, FORUM_SOURCE_WEIGHTS))
+
+
+def forum_items(embedder: Any, train: Path) -> list[dict[str, Any]]:
+    """Whole answers of train-data for :func:`forum_cross_validation`: every forum comment
+    (graded Good 2, PotentiallyUseful 1, Bad 0) and every haluquestqa answer (1: no
+    irrelevant span), each with its fold group (as its examples') and the evidence of every
+    statement, as the scorer splits it."""
+    items = []
+    for name, group in (
+        ("semeval2016_cqa_train", lambda r: "cqa:" + r["meta"]["question_id"]),
+        ("haluquestqa_relevance", lambda r: qkey(r["input"])),
+    ):
+        for r in sorted(load(train, name), key=lambda r: r["id"]):
+            statements = split_answer(r["output"] or "")
+            if statements:
+                evidence = relevancy_evidence(
+                    embedder, r["input"] or "", statements, r["output"] or ""
+                )
+                items.append(
+                    {
+                        "set": name,
+                        "group": group(r),
+                        "human": float(r["human_score"]),
+                        "evidence": evidence,
+                    }
+                )
+    return items
+
+
+def forum_cross_validation(
+    X: np.ndarray, y: np.ndarray, examples: list[dict], items: list[dict[str, Any]]
+) -> dict[str, float]:
+    """Grouped 5-fold CV of the gated relevancy model on whole answers, for each gate length
+    and the two feature sets: in each fold the ungated model (the shipped recipe) and the
+    forum model are fitted on the other folds' examples (``X``, ``y``: the relevancy pool and
+    every forum comment), and each held-out answer (``items``) is scored as the scorer does,
+    every statement by the model its length picks, then the scorer's formula (expected
+    scoring, default options). Printed: the forum comments' Spearman with their grades and
+    the haluquestqa answers' ROC AUC, for the ungated model alone and for each gate (a gate
+    at 0 words is one model with every comment)."""
+    folds = np.array([fold_of(e["group"], 5) for e in examples])
+    sources = np.array([e["source"] for e in examples])
+    words = np.array([len((e["answer"] or "").split()) for e in examples])
+    item_folds = np.array([fold_of(item["group"], 5) for item in items])
+    human = np.array([item["human"] for item in items])
+    forum = np.array([item["set"] == "semeval2016_cqa_train" for item in items])
+
+    def fitted(rows: np.ndarray, features: list[str], weights: dict[str, float]) -> LogisticModel:
+        w = np.where(rows, [weights.get(s, 1.0) for s in sources], 0.0)
+        params = relevancy_fit(X, y, w, features)
+        return LogisticModel.model_validate(json.loads(dumps_params(params)))
+
+    ungated = [fitted(folds != k, REL_FEATURES, SOURCE_WEIGHTS) for k in range(5)]
+
+    def measured(scores: np.ndarray, key: str) -> dict[str, float]:
+        rho = spearmanr(human[forum], scores[forum]).correlation
+        auc = roc_auc_score(human[~forum] > 0.5, scores[~forum])
+        return {
+            f"{key}: forum comments": round(float(rho), 4),
+            f"{key}: haluquestqa": round(float(auc), 4),
+        }
+
+    def scored(models: list[Any]) -> np.ndarray:
+        scores = np.zeros(len(items))
+        for index, item in enumerate(items):
+            model = models[item_folds[index]]
+            scores[index] = expected_relevancy_score(
+                [model.probabilities(f) for f in item["evidence"]]
+            )
+        return scores
+
+    report = measured(scored(ungated), "ungated")
+    for gate in (0.0, 2.0, 3.0, 4.0, 6.0):
+        rows = (sources != "cqa") | (words >= gate)
+        for name, features in (
+            ("shipped features", REL_FEATURES),
+            ("+ answer_len", FORUM_FEATURES),
+        ):
+            models = [
+                GatedModel.model_validate(
+                    {
+                        "kind": "gated",
+                        "when": [{"feature": "answer_words", "at_least": gate}],
+                        "model": fitted((folds != k) & rows, features, FORUM_SOURCE_WEIGHTS),
+                        "otherwise": ungated[k],
+                    }
+                )
+                for k in range(5)
+            ]
+            report.update(measured(scored(models), f"gate {gate:g} words, {name}"))
+    return report
+
+
 def sentence_examples(train: Path) -> list[dict]:
     """The gated model's pool: every similarity example of a source it weighs above 0 (its
     rows past the gate are chosen from their features), in a fixed order."""
@@ -626,24 +791,36 @@ def main(argv: list[str] | None = None) -> int:
         help="fit one similarity model, without the gate and the sentence model (the file "
         "as shipped before 2026-12-04); use with --out to keep the shipped file",
     )
+    parser.add_argument(
+        "--no-forum-gate",
+        dest="forum_gate",
+        action="store_false",
+        help="fit one relevancy model, without the gate and the forum model (the file as "
+        "shipped before 2026-12-05); use with --out to keep the shipped file",
+    )
     args = parser.parse_args(argv)
     embedder = shared_embedder(EMBEDDER)
     started = time.perf_counter()
     rel, sim = training_examples(args.train)
+    forum = forum_examples(args.train) if args.forum_gate else rel
     sentences = sentence_examples(args.train) if args.sentence_gate else sim
     log(
         f"{len(rel)} relevancy and {len(sim)} similarity examples"
         + (f", {len(sentences) - len(sim)} more for the gated model" if args.sentence_gate else "")
+        + (f", {len(forum) - len(rel)} forum comments" if args.forum_gate else "")
     )
     rel_slice, sim_slice = slice_of(rel), slice_of(sim)
     Xs_slice, ys_slice, sentence_slice = similarity_pools(embedder, sim_slice, slice_of(sentences))
+    Xr_slice, yr_slice, forum_slice = relevancy_pools(embedder, rel_slice, slice_of(forum))
     slice_rel, slice_sim = fit_models(
-        *relevancy_matrix(embedder, rel_slice),
+        Xr_slice,
+        yr_slice,
         Xs_slice,
         ys_slice,
         source_weights(rel_slice),
         source_weights(sim_slice),
         sentence_slice if args.sentence_gate else None,
+        forum_slice if args.forum_gate else None,
     )
     slice_check = {
         "every": SLICE_EVERY,
@@ -661,7 +838,7 @@ def main(argv: list[str] | None = None) -> int:
             + (f"\n  ... {len(found) - 20} more" if len(found) > 20 else "")
         )
         return 1 if found else 0
-    Xr, yr = relevancy_matrix(embedder, rel)
+    Xr, yr, forum_pool = relevancy_pools(embedder, rel, forum)
     Xs, ys, sentence_pool = similarity_pools(embedder, sim, sentences)
     wr, ws = source_weights(rel), source_weights(sim)
     log(f"features in {time.perf_counter() - started:.0f}s")
@@ -672,12 +849,23 @@ def main(argv: list[str] | None = None) -> int:
         if args.sentence_gate:
             spearman = sentence_cross_validation(sentence_pool, sentences, obvious_matrix(embedder))
             print(json.dumps({"sentence_model_grouped_cv_spearman": spearman}, indent=1))
+        if args.forum_gate:
+            every = forum_examples(args.train, words=0.0)  # the pool, then every comment
+            Xe, ye = relevancy_matrix(embedder, every[len(rel) :])
+            Xa, ya = np.vstack([Xr, Xe]), np.concatenate([yr, ye])
+            items = forum_cross_validation(Xa, ya, every, forum_items(embedder, args.train))
+            print(json.dumps({"forum_model_grouped_cv": items}, indent=1))
     gated = sentence_pool if args.sentence_gate else None
-    relevancy, similarity = fit_models(Xr, yr, Xs, ys, wr, ws, gated)
+    relevancy, similarity = fit_models(
+        Xr, yr, Xs, ys, wr, ws, gated, forum_pool if args.forum_gate else None
+    )
     examples = {
         "relevancy": {c: int((yr == i).sum()) for i, c in enumerate(REL_CLASSES)},
         "similarity": {c: int((ys == i).sum()) for i, c in enumerate(SIM_CLASSES)},
     }
+    if args.forum_gate:
+        yf = forum_pool[1][forum_pool[2] > 0]
+        examples["relevancy_forum"] = {c: int((yf == i).sum()) for i, c in enumerate(REL_CLASSES)}
     if gated is not None:
         yt = gated[1]
         for key, rows in zip(
@@ -710,6 +898,14 @@ def main(argv: list[str] | None = None) -> int:
                     "sentence_pair_l2": SENTENCE_PAIR_L2,
                 }
                 if args.sentence_gate
+                else {}
+            ),
+            **(
+                {
+                    "forum_source_weights": dict(sorted(FORUM_SOURCE_WEIGHTS.items())),
+                    "forum_words": FORUM_WORDS,
+                }
+                if args.forum_gate
                 else {}
             ),
             "examples": examples,

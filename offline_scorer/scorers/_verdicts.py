@@ -154,7 +154,11 @@ class GatedModel(BaseModel):
       ``sentence_words``, the first two each ``any_of`` itself or two short sentences) and
       the item's, so it picks a model per verdict. Behind it, two sentences of at most
       twenty words a side go to a model fitted on such pairs alone, the rest to the
-      sentence model.
+      sentence model;
+    * the embedded card's relevancy (``tools/fit_verdicts.py``, ``FORUM_GATE``): an answer
+      of at least three words (``answer_words``, an item feature) goes to a model fitted
+      with the forum comments of train-data and the answer's length (``answer_len``); a
+      shorter one to the model fitted without them. The 0.5B card copies both.
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -281,13 +285,18 @@ def relevancy_evidence(
     """The features of each (question, statement) verdict.
 
     ``cos`` is the embedding cosine of question and statement, ``answer_cos`` that of the
-    question and the whole answer (the statement's context).
+    question and the whole answer (the statement's context); ``answer_words`` counts the
+    whole answer's words (split on white space) and ``answer_len`` is its log (1 + words):
+    the embedded card's relevancy gate and the model behind it read them.
     """
     answer_cos = embedder.cosine(question, answer)
+    words = float(len(answer.split()))
     rows = []
     for statement in statements:
         features = relevancy_features(question, statement, embedder.cosine(question, statement))
         features["answer_cos"] = answer_cos
+        features["answer_words"] = words
+        features["answer_len"] = math.log1p(words)
         rows.append(features)
     return rows
 
