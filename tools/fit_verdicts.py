@@ -614,12 +614,12 @@ def training_examples(train: Path) -> tuple[list[dict], list[dict]]:
     return kept(relevancy), kept(similarity)
 
 
-def forum_examples(train: Path, words: float = FORUM_WORDS) -> list[dict]:
+def forum_examples(train: Path) -> list[dict]:
     """The forum model's pool, in a fixed order: the relevancy pool (the examples of every
     source :data:`FORUM_SOURCE_WEIGHTS` weighs above 0 but the comments), then the forum
-    comments whose whole comment has at least ``words`` words."""
+    comments whose whole comment has at least :data:`FORUM_WORDS` words."""
     pool = [e for e in relevancy_examples(train) if FORUM_SOURCE_WEIGHTS.get(e["source"], 1.0) > 0]
-    comments = [e for e in cqa_relevancy_examples(train) if len(e["answer"].split()) >= words]
+    comments = [e for e in cqa_relevancy_examples(train) if len(e["answer"].split()) >= FORUM_WORDS]
     return pool + comments
 
 
@@ -678,7 +678,7 @@ def forum_cross_validation(
     at 0 words is one model with every comment)."""
     folds = np.array([fold_of(e["group"], 5) for e in examples])
     sources = np.array([e["source"] for e in examples])
-    words = np.array([len((e["answer"] or "").split()) for e in examples])
+    words = X[:, REL_FEATURES_ALL.index("answer_words")]
     item_folds = np.array([fold_of(item["group"], 5) for item in items])
     human = np.array([item["human"] for item in items])
     forum = np.array([item["set"] == "semeval2016_cqa_train" for item in items])
@@ -851,9 +851,15 @@ def main(argv: list[str] | None = None) -> int:
             spearman = sentence_cross_validation(sentence_pool, sentences, obvious_matrix(embedder))
             print(json.dumps({"sentence_model_grouped_cv_spearman": spearman}, indent=1))
         if args.forum_gate:
-            every = forum_examples(args.train, words=0.0)  # the pool, then every comment
-            Xe, ye = relevancy_matrix(embedder, every[len(rel) :])
-            Xa, ya = np.vstack([Xr, Xe]), np.concatenate([yr, ye])
+            # the forum pool, then the comments shorter than the gate: every comment
+            shorter = [
+                e
+                for e in cqa_relevancy_examples(args.train)
+                if len(e["answer"].split()) < FORUM_WORDS
+            ]
+            Xe, ye = relevancy_matrix(embedder, shorter)
+            Xa, ya = np.vstack([forum_pool[0], Xe]), np.concatenate([forum_pool[1], ye])
+            every = forum + shorter
             items = forum_cross_validation(Xa, ya, every, forum_items(embedder, args.train))
             print(json.dumps({"forum_model_grouped_cv": items}, indent=1))
     gated = sentence_pool if args.sentence_gate else None
