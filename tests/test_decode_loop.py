@@ -138,6 +138,64 @@ def test_jump_forward_takes_forced_tokens_and_changes_nothing(judge: Transformer
     assert all(ended for _, ended in jumped)
 
 
+def test_prompt_lookup_keeps_every_greedy_choice_with_fewer_passes(
+    judge: TransformersJudge,
+) -> None:
+    loaded = judge.load()
+    encoded = [judge._encode(i, p) for i, p in enumerate(_prompts())]
+    compiler = SchemaCompiler(loaded.tokenizer)
+    index = compiler.index_for(schema_text(Check))
+    eos = [loaded.tokenizer.eos_token_id]
+
+    def run(lookup: int, constrained: bool, rows: list[Any]) -> tuple[list[Any], LoopStats]:
+        stats = LoopStats()
+        processor = (
+            PerRowSchemaProcessor([index] * len(rows), compiler, 200, 64) if constrained else None
+        )
+        out = decode(
+            loaded.model,
+            [Row(item.token_ids, 200 if constrained else 48, item.prefix) for item in rows],
+            eos_ids=eos,
+            pad_id=eos[0],
+            constraint=processor,
+            prefixes=loaded.prefixes,
+            lookup=lookup,
+            stats=stats,
+        )
+        return out, stats
+
+    # The three prompts together (guesses shared out, rows cut at different places) and each
+    # alone (every guess to one row), JSON and free text.
+    saved = []
+    for rows in (encoded, *([item] for item in encoded)):
+        for constrained in (True, False):
+            plain, plain_stats = run(0, constrained, rows)
+            looked, stats = run(16, constrained, rows)
+            assert looked == plain
+            assert plain_stats.drafted_tokens == 0
+            assert stats.accepted_tokens <= stats.drafted_tokens
+            assert stats.forward_passes <= plain_stats.forward_passes
+            saved.append(plain_stats.forward_passes - stats.forward_passes)
+    # The answers quote their prompts ("A spider has eight legs, ..."): guesses were taken,
+    # and each one taken is a pass saved.
+    assert sum(saved) > 0
+
+
+def test_prompt_lookup_guesses_what_followed_the_latest_match() -> None:
+    from offline_scorer.judges.transformers._loop import Drafts
+
+    drafts = Drafts([5, 6, 7, 8, 9, 1, 2, 6, 7, 3, 4])
+    # "6 7" last occurred at 7..8, followed by "3 4", then by the answer's own "6 7".
+    assert drafts.propose([6, 7], 4) == [3, 4, 6, 7]
+    # The trigram "6 7 3" occurred at 7..9, followed by "4"; "7 8" is found by its bigram.
+    assert drafts.propose([6, 7, 3], 2) == [4, 6]
+    assert drafts.propose([6, 7, 3, 7, 8], 3) == [9, 1, 2]
+    assert drafts.propose([6, 7, 3, 7, 8, 99], 3) == []  # no n-gram seen before
+    assert drafts.propose([6, 7, 3, 7, 8, 99, 1, 2], 0) == []
+    # The answer's own repeats count: "40 41" is followed by "42 40 41" there.
+    assert Drafts([0]).propose([40, 41, 42, 40, 41], 5) == [42, 40, 41]
+
+
 def test_scores_and_reasons_equal_generate_end_to_end(judge: TransformersJudge) -> None:
     runs = [
         {"input": "Which planet is the red planet?", "output": "Jupiter.", "ground_truth": "Mars."}

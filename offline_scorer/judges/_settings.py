@@ -95,6 +95,17 @@ class GenerationSettings(BaseModel):
         True,
         description="Take tokens the JSON constraint forces without a decode step each (loop only).",
     )
+    lookup_tokens: int = Field(
+        8,
+        ge=0,
+        le=32,
+        description=(
+            "Prompt lookup (loop only): feed up to this many tokens guessed from the row's "
+            "own text (the model's answers quote their prompts) and keep those the model "
+            "chooses itself, several tokens per forward pass; 0 turns it off. Greedy choices "
+            "are unchanged."
+        ),
+    )
 
     def prompts_per_pass(self, device_type: str = "cpu", card: ModelCard | None = None) -> int:
         """``batch_size`` on a device of this type (``"cpu"``, ``"cuda:0"``, ...) for a model

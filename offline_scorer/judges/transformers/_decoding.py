@@ -137,6 +137,8 @@ def decode_rows(
         stop=stop,
         prefixes=loaded.prefixes if settings.prefix_cache else None,
         jump_forward=settings.jump_forward,
+        lookup=settings.lookup_tokens,
+        stats=loaded.loop_stats,
     )
 
 

@@ -38,7 +38,7 @@ from offline_scorer.judges.transformers._gguf import (
     _check_eos_against_sidecar,
     _converted_gguf,
 )
-from offline_scorer.judges.transformers._loop import PrefixStore
+from offline_scorer.judges.transformers._loop import LoopStats, PrefixStore
 from offline_scorer.judges.transformers._packing import PackingReport, pack_linear_layers
 from offline_scorer.judges.transformers._quiet import quiet_transformers
 
@@ -69,6 +69,9 @@ class LoadedModel:
     """The linear layers packed for the CPU's bfloat16 kernel (``_packing.py``), if tried."""
     prefixes: PrefixStore = field(default_factory=PrefixStore, repr=False, compare=False)
     """Keys and values of the shared prompt prefixes seen so far (see ``_loop.py``)."""
+    loop_stats: LoopStats = field(default_factory=LoopStats, repr=False, compare=False)
+    """Counts summed over every run of our decode loop on this model: forward passes,
+    forced tokens, guessed tokens fed and taken (for benchmarks and profiles)."""
 
 
 def load_model(

@@ -248,6 +248,10 @@ class _Growing:
         self._keys, self._values = keys, values
         self._set_length(self._length)
 
+    def truncate(self, length: int) -> None:
+        """Forget every position from ``length`` on (guesses the model did not take)."""
+        self._set_length(min(length, self._length))
+
     def get_seq_length(self) -> int:
         return self._length
 
@@ -281,6 +285,47 @@ class LoopStats:
 
     forward_passes: int = 0
     forced_tokens: int = 0
+    drafted_tokens: int = 0
+    """Tokens proposed by lookup and fed for checking (``lookup`` > 0)."""
+    accepted_tokens: int = 0
+    """Of those, the tokens the model chose itself: each saved a forward pass."""
+
+
+class Drafts:
+    """Prompt lookup: guesses of a row's next tokens, copied from its own text.
+
+    A judge's answer quotes its prompt (statements copy the answer, reasons quote the
+    question). When the last ``longest`` .. ``shortest`` tokens of the row (prompt and answer
+    so far) occurred before, the tokens that followed their latest earlier occurrence are
+    the guess. The n-grams are indexed as the row grows, so a guess costs a dictionary look-up.
+    """
+
+    def __init__(self, prompt: Sequence[int], longest: int = 3, shortest: int = 2):
+        self._sizes = range(longest, shortest - 1, -1)
+        self._seq = list(prompt)
+        self._prompt = len(self._seq)
+        self._latest: dict[tuple[int, ...], int] = {}
+        self._indexed = 0  # n-grams ending before this index are in _latest
+
+    def propose(self, answer: Sequence[int], limit: int) -> list[int]:
+        """At most ``limit`` guessed tokens after ``answer``: the row's tokens so far, which
+        only grow from one call to the next."""
+        seq = self._seq
+        seq.extend(answer[len(seq) - self._prompt :])
+        end = len(seq)
+        if limit <= 0:
+            return []
+        # Index every n-gram that ends before the current end (the suffix itself excluded).
+        for stop in range(max(self._indexed, 1), end):
+            for size in self._sizes:
+                if stop >= size:
+                    self._latest[tuple(seq[stop - size : stop])] = stop
+        self._indexed = end
+        for size in self._sizes:
+            found = self._latest.get(tuple(seq[end - size : end])) if end >= size else None
+            if found is not None:
+                return seq[found : found + limit]
+        return []
 
 
 def decode(
@@ -293,6 +338,7 @@ def decode(
     stop: Callable[[int, list[int]], bool] | None = None,
     prefixes: PrefixStore | None = None,
     jump_forward: bool = True,
+    lookup: int = 0,
     stats: LoopStats | None = None,
 ) -> list[tuple[list[int], bool]]:
     """Greedy decoding of a batch of prompts; per row, (new ids, ended with EOS).
@@ -307,6 +353,8 @@ def decode(
         stop: ``stop(row, new_ids)`` True ends a free-text row early (not as EOS).
         prefixes: the store of shared prefixes; None computes every prompt in full.
         jump_forward: take tokens the constraint forces without a step of their own.
+        lookup: feed up to this many guessed tokens per row and pass (:class:`Drafts`),
+            each checked against the model's own greedy choice; 0 guesses nothing.
         stats: filled with counts when given.
     """
     import torch
@@ -336,61 +384,124 @@ def decode(
         for layer, (keys, values) in zip(cache.layers, prefixes.get(model, tuple(first_ids))):
             layer.preload(keys, values, count)
 
-    next_position = torch.tensor([len(row.token_ids) for row in rows], dtype=torch.long)
+    next_position = [len(row.token_ids) for row in rows]
+    drafts = [Drafts(row.token_ids) for row in rows] if lookup > 0 else []
+    # Guesses a row may feed next: halved after a pass that took none of them, doubled
+    # (up to ``lookup``) after one that took them all. At 0 the row feeds no guess (a pass
+    # over several tokens costs more than one over a single token) but still makes one,
+    # unfed; when the model's next choice equals it, the row guesses again. So text in the
+    # judge's own words (a reason) soon runs as without lookup, and quoting resumes it.
+    allowance = [lookup] * count
+    guessed: list[list[int]] = [[] for _ in range(count)]  # fed in the last pass, per slot
+    unfed: list[int | None] = [None] * count  # a row's guess at 0 allowance, per slot
+
+    def done(row: int) -> bool:
+        return len(out[row]) >= rows[row].budget or (stop is not None and stop(row, out[row]))
 
     active = list(range(count))
     with torch.inference_mode():
-        logits = _forward(model, ids, mask, positions, cache, device)
+        logits = _forward(model, ids, mask, positions, cache, device, 1)
         stats.forward_passes += 1
         while active:
             vocab = logits.shape[-1]
-            if constraint is not None:
-                allowed = constraint.allowed(active, vocab, logits.device)
-                logits = logits.masked_fill(~allowed, float("-inf"))
-            chosen = logits.argmax(dim=-1).tolist()
-            feeds: list[list[int]] = []
-            still: list[int] = []
-            for slot, row in enumerate(active):
-                token = int(chosen[slot])
-                if token in eos:
-                    ended[row] = True
-                    continue
-                fed = [token]
-                out[row].append(token)
+            feeds: dict[int, list[int]] = {}
+            checked = [0] * len(active)  # guesses the model agreed with, per slot
+            # Position by position, the slots whose guesses all held so far: position j of a
+            # slot is its j-th guess's logits (the last fed token's when j is past them).
+            verifying, j = list(range(len(active))), 0
+            while verifying:
+                columns = [logits.shape[1] - 1 - len(guessed[slot]) + j for slot in verifying]
+                scores = logits[verifying, columns]
                 if constraint is not None:
-                    constraint.advance(row, token)
-                    if jump_forward:
+                    allowed = constraint.allowed(
+                        [active[s] for s in verifying], vocab, logits.device
+                    )
+                    scores = scores.masked_fill(~allowed, float("-inf"))
+                chosen = scores.argmax(dim=-1).tolist()
+                still_verifying = []
+                for slot, token in zip(verifying, chosen):
+                    row = active[slot]
+                    if j == 0 and unfed[slot] is not None and token == unfed[slot]:
+                        allowance[row] = 1
+                    if token in eos:
+                        ended[row] = True
+                        continue
+                    out[row].append(token)
+                    if constraint is not None:
+                        constraint.advance(row, token)
+                    if j < len(guessed[slot]) and token == guessed[slot][j]:
+                        checked[slot] += 1
+                        if not done(row):
+                            still_verifying.append(slot)
+                        continue
+                    fed = [token]
+                    if constraint is not None and jump_forward:
                         finished = _jump(constraint, row, vocab, out[row], fed, eos, rows[row])
                         stats.forced_tokens += len(fed) - 1
                         if finished:
                             ended[row] = True
                             continue
-                if len(out[row]) >= rows[row].budget or (stop is not None and stop(row, out[row])):
-                    continue
-                feeds.append(fed)
-                still.append(slot)
+                    if not done(row):
+                        feeds[slot] = fed
+                verifying, j = still_verifying, j + 1
+            stats.accepted_tokens += sum(checked)
+            for slot, guess in enumerate(guessed):
+                if guess:
+                    row = active[slot]
+                    if checked[slot] == 0:
+                        allowance[row] //= 2
+                    elif checked[slot] == len(guess):
+                        allowance[row] = min(lookup, allowance[row] * 2)
+            still = sorted(feeds)
             if not still:
                 break
+            # The cache holds every guess fed; those the model did not take are cut off where
+            # every row has them, and masked where only some do.
+            rejected = [len(guessed[slot]) - checked[slot] for slot in still]
+            cut = min(rejected)
+            if cut:
+                for layer in cache.layers:
+                    layer.truncate(layer.get_seq_length() - cut)
+                mask = mask[:, :-cut]
             if len(still) < len(active):
                 keep = torch.tensor(still, dtype=torch.long)
                 for layer in cache.layers:
                     layer.select(keep.to(device))
                 mask = mask.index_select(0, keep)
-                next_position = next_position.index_select(0, keep)
-                active = [active[slot] for slot in still]
-            step = max(len(fed) for fed in feeds)
+            for index, slot in enumerate(still):
+                if rejected[index] > cut:
+                    mask[index, mask.shape[1] - (rejected[index] - cut) :] = 0
+                next_position[active[slot]] -= rejected[index]
+            active = [active[slot] for slot in still]
+            # The pass's guesses are shared out between its rows: a guessed token costs
+            # compute wherever it is not taken, and a full batch has little to spare.
+            each = lookup // len(active)
+            guessed = [[] for _ in active]
+            unfed = [None for _ in active]
+            for index, row in enumerate(active if drafts else ()):
+                room = min(each, rows[row].budget - len(out[row]) - 1)
+                guess = drafts[row].propose(out[row], max(1, min(room, allowance[row])))
+                if room > 0 and allowance[row] > 0:
+                    guessed[index] = guess
+                elif room > 0 and guess:
+                    unfed[index] = guess[0]
+            stats.drafted_tokens += sum(len(guess) for guess in guessed)
+            step = max(len(feeds[slot]) + len(guess) for slot, guess in zip(still, guessed))
             ids = torch.full((len(active), step), pad_id, dtype=torch.long)
             new_mask = torch.zeros((len(active), step), dtype=torch.long)
             positions = torch.zeros((len(active), step), dtype=torch.long)
-            for index, fed in enumerate(feeds):
-                start = int(next_position[index])
+            for index, (slot, guess) in enumerate(zip(still, guessed)):
+                fed = feeds[slot] + guess
+                row = active[index]
+                start = next_position[row]
                 ids[index, step - len(fed) :] = torch.tensor(fed, dtype=torch.long)
                 new_mask[index, step - len(fed) :] = 1
                 positions[index, :] = start
                 positions[index, step - len(fed) :] = torch.arange(start, start + len(fed))
-                next_position[index] = start + len(fed)
+                next_position[row] = start + len(fed)
             mask = torch.cat([mask, new_mask], dim=1)
-            logits = _forward(model, ids, mask, positions, cache, device)
+            keep_logits = 1 + max(len(guess) for guess in guessed)
+            logits = _forward(model, ids, mask, positions, cache, device, keep_logits)
             stats.forward_passes += 1
     return [(out[row], ended[row]) for row in range(count)]
 
@@ -424,7 +535,9 @@ def _forward(
     positions: torch.Tensor,
     cache: Any,
     device: Any,
+    keep: int,
 ) -> torch.Tensor:
+    """Logits of the last ``keep`` positions of each row, [rows, keep, vocab], in float32."""
     # Without any padding the causal mask says everything: leaving the padding mask out
     # saves building a [rows, 1, new, cached] mask in every layer (a fifth of a batch-1 step).
     padded = bool((mask == 0).any())
@@ -434,7 +547,7 @@ def _forward(
         position_ids=positions.to(device),
         cache=cache,
         use_cache=True,
-        logits_to_keep=1,
+        logits_to_keep=keep,
     )
-    logits: torch.Tensor = output.logits[:, -1, :].float()
+    logits: torch.Tensor = output.logits[:, -keep:, :].float()
     return logits
