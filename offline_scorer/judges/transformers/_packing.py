@@ -155,6 +155,7 @@ def pack_linear_layers(model: torch.nn.Module) -> PackingReport:
     generator = torch.Generator().manual_seed(0)
     same_bits: dict[tuple[Any, ...], bool] = {}  # per kind of layer: packed == plain
     mappings = _weight_file_mappings()
+    refused_layers: list[str] = []
     with torch.no_grad():
         for name, module in list(model.named_modules()):
             if type(module) is not torch.nn.Linear or module.weight.dtype != torch.bfloat16:
@@ -169,7 +170,7 @@ def pack_linear_layers(model: torch.nn.Module) -> PackingReport:
                 plain = torch.nn.functional.linear(probe, weight, bias)
                 same_bits[kind] = torch.equal(replacement(probe), plain)
             if not same_bits[kind]:
-                logger.warning("Not packing %s: the packed kernel gives other numbers", name)
+                refused_layers.append(name)
                 continue
             parent_name, _, child = name.rpartition(".")
             setattr(model.get_submodule(parent_name), child, replacement)
@@ -179,4 +180,13 @@ def pack_linear_layers(model: torch.nn.Module) -> PackingReport:
                 copied += weight.numel() * weight.element_size()
             else:
                 _release_pages(weight, mappings)
+    if refused_layers:
+        # One line for them all: a kind of layer is refused in every block of the model.
+        logger.warning(
+            "Not packing %d linear layers (%s%s): on this processor the packed kernel gives "
+            "other numbers for their shapes, so they keep the plain layout",
+            len(refused_layers),
+            ", ".join(refused_layers[:2]),
+            ", ..." if len(refused_layers) > 2 else "",
+        )
     return PackingReport(layers, total, copied)
