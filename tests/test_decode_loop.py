@@ -219,7 +219,7 @@ def test_scores_and_reasons_equal_generate_end_to_end(judge: TransformersJudge) 
 
 
 def test_the_prefix_store_stays_within_its_entries_and_bytes(judge: TransformersJudge) -> None:
-    from offline_scorer.judges.transformers._loop import PrefixStore
+    from offline_scorer.judges.transformers._kvcache import PrefixStore
 
     model = judge.load().model
     prefixes = [tuple(range(100 + n, 120 + n)) for n in range(3)]

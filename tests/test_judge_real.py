@@ -248,7 +248,7 @@ def test_reads_from_the_shared_system_block_equal_full_reads(judge: Transformers
     and gives the full pass's log-probabilities up to the last bits (stated: 3e-4)."""
     from dataclasses import replace
 
-    from offline_scorer.judges.transformers._loop import PrefixStore
+    from offline_scorer.judges.transformers._kvcache import PrefixStore
     from offline_scorer.toolkit import render_prompt
 
     prompts = [

@@ -5,7 +5,8 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, Any
 
-from offline_scorer.judges.transformers._loop import Row, decode, supports_loop
+from offline_scorer.judges.transformers._kvcache import supports_loop
+from offline_scorer.judges.transformers._loop import Row, decode
 
 if TYPE_CHECKING:
     import torch

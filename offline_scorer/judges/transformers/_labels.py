@@ -18,7 +18,7 @@ bound). Only the last positions' logits are computed. Values are rounded to
 ``LOGPROB_DIGITS`` decimals.
 
 **A shared prefix is computed once.** A step's prompts share their system block; when a
-store of prefixes is given (the judge's, see ``_loop.py``), a row whose system block is at
+store of prefixes is given (the judge's, see ``_kvcache.py``), a row whose system block is at
 least ``MIN_PREFIX_TOKENS`` long starts from that block's cached keys and values and runs
 only its own tokens, so a verdict costs its question, statement and label, not the
 instructions. The prefix is the system block alone, never "whatever the batch shares", so
@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any, cast
 from offline_scorer._exceptions import JudgeOutputError, OfflineScorerError
 from offline_scorer.judges._protocol import LOGPROB_DIGITS, ItemUsage, LabelScores
 from offline_scorer.judges.transformers._decoding import _free_accelerator_memory, is_out_of_memory
-from offline_scorer.judges.transformers._loop import (
+from offline_scorer.judges.transformers._kvcache import (
     MIN_PREFIX_TOKENS,
     PrefixStore,
     left_padded,
@@ -258,7 +258,7 @@ def _forward_from_prefix(
 ) -> list[tuple[torch.Tensor, list[float] | None]]:
     """The rows' tables, their common first ``prefix`` tokens taken from the prefix store.
 
-    The rows are laid out as in the decode loop (``_loop.left_padded``); a row alone has
+    The rows are laid out as in the decode loop (``_kvcache.left_padded``); a row alone has
     no padding, and then no mask is built.
     """
     import torch

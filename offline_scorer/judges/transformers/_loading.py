@@ -38,7 +38,8 @@ from offline_scorer.judges.transformers._gguf import (
     _check_eos_against_sidecar,
     _converted_gguf,
 )
-from offline_scorer.judges.transformers._loop import LoopStats, PrefixStore
+from offline_scorer.judges.transformers._kvcache import PrefixStore
+from offline_scorer.judges.transformers._loop import LoopStats
 from offline_scorer.judges.transformers._packing import PackingReport, pack_linear_layers
 from offline_scorer.judges.transformers._quiet import quiet_transformers
 
