@@ -12,7 +12,7 @@ Decoding one token at batch 1 reads every weight once, so memory bandwidth bound
 Then, on the same real prompt (a relevancy reason prompt of about 300 tokens, so the cache
 is as long as in use), each way generates ``--tokens`` new tokens per row with no
 constraint and no early end (the end-of-sequence token is not honoured, so every way does
-the same work), at batch 1 and at batch 8:
+the same work), at batch 1 and at each of ``--batches`` (default 8):
 
 * ``generate``: ``model.generate`` (greedy), what the judge used before issue 14;
 * ``loop``: our decode loop (``judges/transformers/_loop.py``), prefix cache off;
@@ -194,6 +194,13 @@ def main() -> None:
     )
     parser.add_argument("--threads", type=int, help="torch threads (default: the judge's)")
     parser.add_argument(
+        "--batches",
+        nargs="+",
+        type=int,
+        default=[1, 8],
+        help="rows per decode step to measure (default 1 8; batch 1 is always measured)",
+    )
+    parser.add_argument(
         "--layouts",
         nargs="+",
         default=["plain", "packed"],
@@ -226,7 +233,7 @@ def main() -> None:
     cases = [
         (layout, way, batch)
         for layout in args.layouts
-        for batch in (1, 8)
+        for batch in sorted({1, *args.batches})
         for way in WAYS
         if not (way == "forward" and batch > 1)
     ]
