@@ -93,9 +93,17 @@ EMBEDDED_FILE = MODELS / "smollm2-135m-instruct.verdicts.json"
 # read with a read of every unit pair (CV 0.845 against 0.862), and costs one read per item
 # where the pair reads grow with the product of the two texts' units (about 300 reads for
 # one long medical answer).
+#
+# The 1.5B card's relevancy is the embedded card's model too, since 2026-12-06. Its read of
+# each statement was fitted on the pool without the forum comments, which the embedded card
+# has learnt from since 2026-12-05 (behind its forum gate); at 100 rows of every relevancy
+# dev set the embedded card then ranked better on each (MedQuAD 0.7256 against the read's
+# 0.6820, TruthfulQA AUC 0.7448 against 0.7346, HaluQuestQA 0.6594 against 0.6350), and the
+# forum comments have no reads (3,273 comments, hours of the 1.5B on 2 cores). So the copy,
+# which also makes no read (benchmarks/RESULTS.md, "The 1.5B card's relevancy").
 SHIPPED = {
     "qwen2.5-coder-1.5b-instruct": {
-        "relevancy": "evidence + judge read",
+        "relevancy": EMBEDDED_SET,
         "similarity": "evidence + match read",
     },
     "qwen2.5-coder-0.5b-instruct": {
@@ -116,6 +124,15 @@ DEFAULT_CARD = "qwen2.5-coder-1.5b-instruct"
 # one MedQuAD answer people rated worst (0.00 -> 0.02). The 1.5B card keeps its own read
 # there: with the copy its STS2016 fell 0.7463 -> 0.7351 on every row.
 SENTENCES_COPIED = frozenset({"qwen2.5-coder-0.5b-instruct"})
+# Why a card's scorer takes the embedded card's model as it is (the verdict file says so).
+ADDS_NOTHING = "this judge's read added nothing in grouped CV"
+COPIED_BECAUSE = {
+    "qwen2.5-coder-0.5b-instruct": ADDS_NOTHING,
+    "qwen2.5-coder-1.5b-instruct": (
+        "it ranks every relevancy dev set better than this judge's read, which was fitted "
+        "without the forum comments"
+    ),
+}
 # The match read shows the whole reference and the whole answer, and it was read on short
 # texts only (the longest reference of the examples read has 39 words, the longest answer
 # 81 for the 1.5B card, 85 for the 0.5B). Fitted there, it pulled long medical answers down (MedQuAD similarity 0.56 on 250
@@ -421,8 +438,8 @@ def write(
         if chosen[scorer] is None:
             counts[scorer] = embedded_verdicts()["training"]["examples"][scorer]
             copied[scorer] = (
-                f"models/{EMBEDDED_FILE.name} (tools/fit_verdicts.py), copied: this judge's "
-                "read added nothing in grouped CV, so no read is made"
+                f"models/{EMBEDDED_FILE.name} (tools/fit_verdicts.py), copied: "
+                f"{COPIED_BECAUSE.get(card, ADDS_NOTHING)}, so no read is made"
             )
             continue
         counts[scorer] = {c: int((y == i).sum()) for i, c in enumerate(classes)}
