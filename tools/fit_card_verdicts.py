@@ -124,10 +124,10 @@ DEFAULT_CARD = "qwen2.5-coder-1.5b-instruct"
 # one MedQuAD answer people rated worst (0.00 -> 0.02). The 1.5B card keeps its own read
 # there: with the copy its STS2016 fell 0.7463 -> 0.7351 on every row.
 SENTENCES_COPIED = frozenset({"qwen2.5-coder-0.5b-instruct"})
-# Why a card's scorer takes the embedded card's model as it is (the verdict file says so).
+# Why a card's scorer takes the embedded card's model as it is (the verdict file says so);
+# a card not listed: ADDS_NOTHING.
 ADDS_NOTHING = "this judge's read added nothing in grouped CV"
 COPIED_BECAUSE = {
-    "qwen2.5-coder-0.5b-instruct": ADDS_NOTHING,
     "qwen2.5-coder-1.5b-instruct": (
         "it ranks every relevancy dev set better than this judge's read, which was fitted "
         "without the forum comments"
