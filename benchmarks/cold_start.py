@@ -23,6 +23,11 @@ CLI is (``packed``: on a CPU in bfloat16 the linear layers are packed at load) a
 with packing switched off in the child (``plain``: the child is the same CLI started
 through ``python -c`` with ``load_model``'s packing replaced by nothing, a benchmark-only
 switch). Both read the same converted copy, so the two rows differ only by the layout.
+
+``--layouts packed baseline`` compares the CLI as it is with the CLI without the two
+savings of 2026-12-07, switched off in the child the same way (``baseline``): no prompt
+prefixes kept on disk (every process computes its system blocks again) and Python's full
+teardown at exit (the child calls ``main()``, not the console script's ``console()``).
 """
 
 from __future__ import annotations
@@ -61,6 +66,13 @@ PLAIN_CLI = (
     "_loading.pack_linear_layers = lambda model: None; "
     "from offline_scorer.cli import main; main()"
 )
+# The CLI without the prefix files and without the quick exit (the ``baseline`` layout).
+BASELINE_CLI = (
+    "from offline_scorer.judges.transformers import _loading; "
+    "_loading._prefix_files = lambda *args: None; "
+    "from offline_scorer.cli import main; main()"
+)
+CHILDREN = {"plain": PLAIN_CLI, "baseline": BASELINE_CLI}
 
 
 def run_once(
@@ -72,7 +84,7 @@ def run_once(
     layout: str = "packed",
 ) -> dict[str, Any]:
     """Start one CLI process, wait for it, and return its wall time and peak RSS."""
-    start = [cli()] if layout == "packed" else [sys.executable, "-c", PLAIN_CLI]
+    start = [cli()] if layout == "packed" else [sys.executable, "-c", CHILDREN[layout]]
     command = [*start, "score", str(data), "-q", "--out", str(cache / f"{label}.jsonl"), *model]
     command.append("--cache" if use_result_cache else "--no-cache")
     env = {**os.environ, "OFFLINE_SCORER_CACHE": str(cache)}
@@ -107,9 +119,10 @@ def main() -> None:
     parser.add_argument(
         "--layouts",
         nargs="+",
-        choices=("plain", "packed"),
+        choices=("plain", "packed", "baseline"),
         default=["packed"],
-        help="weight layouts of the second run (plain: packing switched off in the child)",
+        help="variants of the second run (plain: packing switched off in the child; "
+        "baseline: no prefix files and a full teardown at exit)",
     )
     args = parser.parse_args()
     model: list[str] = []  # the judge's flags, passed to every run as given
@@ -141,7 +154,9 @@ def main() -> None:
                     cache,
                     use_result_cache=label.endswith("cached"),
                     model=model,
-                    layout="plain" if label.endswith("plain") else "packed",
+                    layout=label.rsplit(", ", 1)[1]
+                    if label.endswith(tuple(CHILDREN))
+                    else "packed",
                 )
                 # The cached row needs a result in the cache: the run before it wrote none
                 # (--no-cache), so it fills the cache first and is timed the second time.

@@ -1,5 +1,5 @@
 """``python -m offline_scorer``: the command line."""
 
-from offline_scorer.cli import main
+from offline_scorer.cli import console
 
-main()
+console()

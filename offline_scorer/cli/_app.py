@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import atexit
+import contextlib
 import json
 import logging
+import os
+import sys
+import threading
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, NoReturn
 
 import typer
 from pydantic import BaseModel
@@ -320,5 +325,41 @@ def main() -> None:
     app(prog_name="offline-scorer")
 
 
+def console() -> NoReturn:
+    """The ``offline-scorer`` console script (and ``python -m offline_scorer``): :func:`main`,
+    then :func:`end_process` with its exit status."""
+    try:
+        main()
+    except SystemExit as done:
+        end_process(done.code)
+    end_process(0)
+
+
+def end_process(code: int | str | None) -> NoReturn:
+    """End the process with ``code`` as ``sys.exit`` would, without Python's teardown.
+
+    What a normal exit finishes that can matter is finished first: other non-daemon
+    threads are joined, the ``atexit`` handlers run (logging, Ray, temporary folders) and
+    the standard streams are flushed; every file and database the command wrote is
+    closed by then. What is skipped is the teardown of modules and objects, which frees
+    nothing the OS would not and, once torch and transformers are imported, takes over a
+    second (1.2-1.4 s with the embedded card or the 1.5B card loaded, 2 cores; 0.07 s
+    from the end of the work to the exit this way).
+    """
+    if isinstance(code, str):
+        sys.stderr.write(code + "\n")
+        status = 1
+    else:
+        status = int(code or 0)
+    for thread in threading.enumerate():
+        if thread is not threading.current_thread() and not thread.daemon:
+            thread.join()
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    os._exit(status)
+
+
 if __name__ == "__main__":
-    main()
+    console()

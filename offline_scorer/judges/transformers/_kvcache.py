@@ -20,6 +20,8 @@ from typing import TYPE_CHECKING, Any, cast
 if TYPE_CHECKING:
     import torch
 
+    from offline_scorer.judges.transformers._prefix_files import PrefixFiles
+
 # How many distinct prefixes stay cached per model (each holds keys and values for one row).
 PREFIX_CACHE_ENTRIES = 32
 # ... and at most this many bytes of keys and values in all.
@@ -91,7 +93,14 @@ def left_padded(
 class PrefixStore:
     """Keys and values of shared prompt prefixes, per model, least recently used dropped."""
 
-    def __init__(self, entries: int = PREFIX_CACHE_ENTRIES, max_bytes: int = PREFIX_CACHE_BYTES):
+    def __init__(
+        self,
+        entries: int = PREFIX_CACHE_ENTRIES,
+        max_bytes: int = PREFIX_CACHE_BYTES,
+        files: PrefixFiles | None = None,
+    ):
+        self.files = files
+        """Where prefixes are also kept for later processes (None: in memory only)."""
         self._entries = entries
         self._max_bytes = max_bytes
         self._bytes = 0
@@ -103,13 +112,28 @@ class PrefixStore:
         self.misses = 0
 
     def get(self, model: Any, ids: tuple[int, ...]) -> list[tuple[torch.Tensor, torch.Tensor]]:
-        """The per-layer (keys, values) of ``ids`` for one row, computed on first use."""
+        """The per-layer (keys, values) of ``ids`` for one row, computed on first use (or
+        read from ``files``, where an earlier process computed them)."""
         with self._lock:
             found = self._store.get(ids)
             if found is not None:
                 self._store.move_to_end(ids)
                 self.hits += 1
                 return found
+        stored = self.files.load(ids) if self.files is not None else None
+        layers = stored if stored is not None else self._compute(model, ids)
+        size = sum(k.nbytes + v.nbytes for k, v in layers)
+        with self._lock:
+            self.misses += 1
+            if ids not in self._store and size <= self._max_bytes:
+                self._store[ids] = layers
+                self._bytes += size
+            while len(self._store) > self._entries or self._bytes > self._max_bytes:
+                _, dropped = self._store.popitem(last=False)
+                self._bytes -= sum(k.nbytes + v.nbytes for k, v in dropped)
+        return layers
+
+    def _compute(self, model: Any, ids: tuple[int, ...]) -> list[tuple[torch.Tensor, torch.Tensor]]:
         import torch
 
         cache = new_cache(model, len(ids))
@@ -123,15 +147,8 @@ class PrefixStore:
                 logits_to_keep=1,
             )
         layers = [(layer.keys.clone(), layer.values.clone()) for layer in cache.layers]
-        size = sum(k.nbytes + v.nbytes for k, v in layers)
-        with self._lock:
-            self.misses += 1
-            if ids not in self._store and size <= self._max_bytes:
-                self._store[ids] = layers
-                self._bytes += size
-            while len(self._store) > self._entries or self._bytes > self._max_bytes:
-                _, dropped = self._store.popitem(last=False)
-                self._bytes -= sum(k.nbytes + v.nbytes for k, v in dropped)
+        if self.files is not None:
+            self.files.save(ids, layers)
         return layers
 
     def __len__(self) -> int:

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from offline_scorer._exceptions import ModelLoadError
-from offline_scorer.judges._settings import Device, DType
+from offline_scorer.judges._settings import Device, DType, cache_dir
 
 if TYPE_CHECKING:
     import torch
@@ -41,6 +41,7 @@ from offline_scorer.judges.transformers._gguf import (
 from offline_scorer.judges.transformers._kvcache import PrefixStore
 from offline_scorer.judges.transformers._loop import LoopStats
 from offline_scorer.judges.transformers._packing import PackingReport, pack_linear_layers
+from offline_scorer.judges.transformers._prefix_files import PrefixFiles, prefix_identity
 from offline_scorer.judges.transformers._quiet import quiet_transformers
 
 logger = logging.getLogger(__name__)
@@ -158,20 +159,40 @@ def load_model(
             f"The tokenizer of {resolved.path} has no chat template; offline-scorer needs an "
             "instruction model with a chat template."
         )
+    fingerprint = fingerprint_with_dtype(
+        model_fingerprint(resolved), str(torch_dtype).removeprefix("torch.")
+    )
     return LoadedModel(
         model=model,
         tokenizer=tokenizer,
         model_id=resolved.model_id,
-        fingerprint=fingerprint_with_dtype(
-            model_fingerprint(resolved), str(torch_dtype).removeprefix("torch.")
-        ),
+        fingerprint=fingerprint,
         device=chosen_device,
         dtype=str(torch_dtype).removeprefix("torch."),
         context_length=_context_length(model, resolved.card),
         load_seconds=time.perf_counter() - started,
         from_converted_cache=from_cache,
         packing=packing,
+        prefixes=PrefixStore(
+            files=_prefix_files(fingerprint, str(torch_dtype), chosen_device, packing)
+        ),
     )
+
+
+def _prefix_files(
+    fingerprint: str, dtype: str, device: str, packing: PackingReport | None
+) -> PrefixFiles | None:
+    """Where a CPU model keeps its shared prefixes for later processes (on a GPU a system
+    block costs milliseconds, so nothing is kept)."""
+    if device != "cpu":
+        return None
+    import torch
+
+    packed = packing.layers if packing is not None else 0
+    identity = prefix_identity(
+        fingerprint, dtype.removeprefix("torch."), device, torch.get_num_threads(), packed
+    )
+    return PrefixFiles(cache_dir() / "prefixes", identity)
 
 
 _MODELS: dict[tuple[str, tuple[tuple[str, Any], ...]], LoadedModel] = {}
