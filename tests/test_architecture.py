@@ -147,7 +147,17 @@ def test_every_module_imports_in_a_fresh_interpreter_without_torch() -> None:
 
 # Imports inside functions are kept for the heavy third-party libraries only: importing
 # offline_scorer stays cheap without them, and everything else is visible at the top.
-HEAVY = {"torch", "transformers", "outlines", "outlines_core", "ray", "pyarrow", "gguf"}
+# (safetensors too: its torch half, ``safetensors.torch``, imports torch.)
+HEAVY = {
+    "torch",
+    "transformers",
+    "outlines",
+    "outlines_core",
+    "ray",
+    "pyarrow",
+    "gguf",
+    "safetensors",
+}
 
 
 def function_level_imports(path: Path) -> list[str]:
