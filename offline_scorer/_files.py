@@ -23,12 +23,28 @@ def write_text_atomically(path: StrPath, text: str) -> Path:
     Returns:
         The written path.
     """
+    return _write_atomically(path, text, "w", encoding="utf-8", errors="backslashreplace")
+
+
+def write_bytes_atomically(path: StrPath, data: bytes) -> Path:
+    """Write ``data`` to a temporary file next to ``path``, then rename it over ``path``
+    (missing parent folders are created); returns the written path."""
+    return _write_atomically(path, data, "wb")
+
+
+def _write_atomically(
+    path: StrPath,
+    content: str | bytes,
+    mode: str,
+    encoding: str | None = None,
+    errors: str | None = None,
+) -> Path:
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
     handle, temporary = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
     try:
-        with os.fdopen(handle, "w", encoding="utf-8", errors="backslashreplace") as stream:
-            stream.write(text)
+        with os.fdopen(handle, mode, encoding=encoding, errors=errors) as stream:
+            stream.write(content)
         make_readable(temporary)
         os.replace(temporary, target)
     except BaseException:

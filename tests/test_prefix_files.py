@@ -115,7 +115,7 @@ def test_only_the_most_recent_files_are_kept(judge: TransformersJudge, tmp_path:
     PrefixStore(files=files).get(model, tuple(range(400, 420)))
     kept = {p.name for p in tmp_path.glob("*.safetensors")}
     assert kept == {files.path(prefixes[2]).name, files.path(tuple(range(400, 420))).name}
-    assert not list(tmp_path.glob("*.partial"))
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no staging file
 
 
 NEW_PROCESS = """

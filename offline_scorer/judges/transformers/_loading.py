@@ -159,23 +159,20 @@ def load_model(
             f"The tokenizer of {resolved.path} has no chat template; offline-scorer needs an "
             "instruction model with a chat template."
         )
-    fingerprint = fingerprint_with_dtype(
-        model_fingerprint(resolved), str(torch_dtype).removeprefix("torch.")
-    )
+    dtype_name = str(torch_dtype).removeprefix("torch.")
+    fingerprint = fingerprint_with_dtype(model_fingerprint(resolved), dtype_name)
     return LoadedModel(
         model=model,
         tokenizer=tokenizer,
         model_id=resolved.model_id,
         fingerprint=fingerprint,
         device=chosen_device,
-        dtype=str(torch_dtype).removeprefix("torch."),
+        dtype=dtype_name,
         context_length=_context_length(model, resolved.card),
         load_seconds=time.perf_counter() - started,
         from_converted_cache=from_cache,
         packing=packing,
-        prefixes=PrefixStore(
-            files=_prefix_files(fingerprint, str(torch_dtype), chosen_device, packing)
-        ),
+        prefixes=PrefixStore(files=_prefix_files(fingerprint, dtype_name, chosen_device, packing)),
     )
 
 
@@ -189,9 +186,7 @@ def _prefix_files(
     import torch
 
     packed = packing.layers if packing is not None else 0
-    identity = prefix_identity(
-        fingerprint, dtype.removeprefix("torch."), device, torch.get_num_threads(), packed
-    )
+    identity = prefix_identity(fingerprint, dtype, torch.get_num_threads(), packed)
     return PrefixFiles(cache_dir() / "prefixes", identity)
 
 

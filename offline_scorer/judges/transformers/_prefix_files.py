@@ -19,11 +19,11 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import logging
-import os
-import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+from offline_scorer._files import write_bytes_atomically
 
 if TYPE_CHECKING:
     import torch
@@ -35,23 +35,21 @@ MAX_FILES = 64
 FORMAT = "offline-scorer prefix 1"
 
 
-def prefix_identity(
-    fingerprint: str, dtype: str, device: str, threads: int, packed_layers: int
-) -> str:
-    """Everything the keys and values of a prefix depend on, but its token ids."""
+def prefix_identity(fingerprint: str, dtype: str, threads: int, packed_layers: int) -> str:
+    """Everything the keys and values of a prefix computed on this CPU depend on, but its
+    token ids."""
     import torch
     import transformers
 
-    capability = torch.backends.cpu.get_cpu_capability() if device == "cpu" else device
     return "|".join(
         (
             FORMAT,
             fingerprint,
             dtype,
-            device,
+            "cpu",
             f"torch {torch.__version__}",
             f"transformers {transformers.__version__}",
-            f"kernels {capability}",
+            f"kernels {torch.backends.cpu.get_cpu_capability()}",
             f"threads {threads}",
             f"packed {packed_layers}",
         )
@@ -102,22 +100,14 @@ class PrefixFiles:
     def save(self, ids: Sequence[int], layers: Sequence[tuple[torch.Tensor, torch.Tensor]]) -> None:
         """Store ``layers`` for ``ids`` (written whole or not at all)."""
         try:
-            from safetensors.torch import save_file
+            from safetensors.torch import save
 
-            self.folder.mkdir(parents=True, exist_ok=True)
             tensors = {}
             for i, (keys, values) in enumerate(layers):
                 tensors[f"keys.{i}"] = keys.detach().to("cpu").contiguous()
                 tensors[f"values.{i}"] = values.detach().to("cpu").contiguous()
             meta = {"identity": self.identity, "ids": _ids_text(ids), "layers": str(len(layers))}
-            handle, staging = tempfile.mkstemp(dir=self.folder, suffix=".partial")
-            os.close(handle)
-            try:
-                save_file(tensors, staging, metadata=meta)
-                os.replace(staging, self.path(ids))
-            finally:
-                with contextlib.suppress(OSError):
-                    os.unlink(staging)
+            write_bytes_atomically(self.path(ids), save(tensors, metadata=meta))
             self.saves += 1
             self._trim()
         except Exception as error:  # read-only or full disk: only the saving is lost
