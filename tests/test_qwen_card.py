@@ -22,7 +22,7 @@ pytestmark = pytest.mark.slow
 # Per card: the least score of a paraphrase of the reference, the most of a wrong capital,
 # each the measured figure with a margin of 0.05 for another processor's arithmetic.
 OBVIOUS_SIMILARITY = {
-    "qwen2.5-coder-1.5b-instruct": (0.85, 0.40),
+    "qwen2.5-coder-1.5b-instruct": (0.89, 0.05),
     "qwen2.5-coder-0.5b-instruct": (0.83, 0.33),
 }
 
@@ -120,9 +120,11 @@ def test_the_cards_default_scorers_on_obvious_rows(qwen: TransformersJudge) -> N
         output="The capital of Italy is Milan.",
         ground_truth="Rome is the capital of Italy.",
     )
-    # benchmarks/obvious_pairs.py: the 1.5B card 0.94 and 0.35 in bfloat16 (the issue's
-    # targets: >= 0.85 and <= 0.35); the 0.5B card 0.88 and 0.28 (both sentence pairs go
-    # to the embedded card's sentence-pair model, copied; 0.80 and 0.40 with its own read).
+    # benchmarks/obvious_pairs.py: the 1.5B card 0.94 and 0.00 in bfloat16 (the issue's
+    # targets: >= 0.85 and <= 0.35; 0.94 and 0.35 before its own sentence-pair model with
+    # the swapped-name features, 2026-12-07); the 0.5B card 0.88 and 0.28 (both sentence
+    # pairs go to the embedded card's sentence-pair model, copied; 0.80 and 0.40 with its
+    # own read).
     paraphrase_at_least, wrong_at_most = OBVIOUS_SIMILARITY[qwen.model_id]
     assert paraphrase.score >= paraphrase_at_least and wrong.score <= wrong_at_most
     assert wrong.score <= paraphrase.score - 0.3

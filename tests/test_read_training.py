@@ -105,10 +105,16 @@ def test_same_examples_keeps_those_another_card_read(
 
 def test_match_reads_are_similarity_only_and_show_the_reference_as_the_scorer_does() -> None:
     example = {"id": "x", "rank": 0, "source": "a"}
-    chosen = {"relevancy": [example], "similarity": [example]}
+    unread = {"id": "y", "rank": 1, "source": "a"}
+    chosen = {"relevancy": [example], "similarity": [example, unread]}
     done = {("relevancy", "pair", "x"), ("similarity", "pair", "x")}
     todo = list(read_training._todo(chosen, ["match"], done))
-    assert [(scorer, kind) for scorer, kind, _ in todo] == [("similarity", "match")]
+    # Unlike a whole-item read, a match read needs no pair read (y has none): a model of
+    # the evidence and the match read learns from it alone (fit_card_verdicts.MATCH_BASED).
+    assert [(scorer, kind, e["id"]) for scorer, kind, e in todo] == [
+        ("similarity", "match", "x"),
+        ("similarity", "match", "y"),
+    ]
     assert read_training.read_labels("match", "similarity") == ["yes", "no"]
     aliases = {"reference": "", "aliases": ["Paris", "City of Light"], "answer": "Paris."}
     # Alternative references joined as at run time (scorers._judge_reads.whole_reference),
@@ -134,16 +140,21 @@ def test_the_stored_reads_refit_the_shipped_card_verdicts_number_for_number(card
     (tools/fit_card_verdicts.py; all-MiniLM-L6-v2 computes the evidence, no judge runs)."""
     from tools.fit_card_verdicts import (
         MODELS,
+        PAIR_FEATURES,
         SENTENCES_COPIED,
+        SENTENCES_OWN,
         fitted_models,
         matrices,
+        sentence_pair_gate,
+        sentence_pair_matrix,
         shipped_sets,
     )
     from tools.fit_verdicts import differences
 
     shipped = json.loads((MODELS / f"{card}.verdicts.json").read_text(encoding="utf-8"))
     data = matrices(card, read_training.TRAIN)
-    refit = fitted_models(data, shipped_sets(card), sentences=card in SENTENCES_COPIED)
+    pairs = sentence_pair_matrix(card, read_training.TRAIN) if card in SENTENCES_OWN else None
+    refit = fitted_models(data, shipped_sets(card), sentences=card in SENTENCES_COPIED, pairs=pairs)
     # Features, classes and structure exactly; coefficients to 1e-3 of their size: the
     # solver stops at its tolerance, and another processor's arithmetic moves the sixth
     # digit (CI's machine did), which moves no verdict.
@@ -175,6 +186,21 @@ def test_the_stored_reads_refit_the_shipped_card_verdicts_number_for_number(card
             *[c for c in embedded["similarity"]["when"] if "feature" in c],
         ]
         assert own["model"] == pairs["model"]
+        own = own["otherwise"]
+    if card in SENTENCES_OWN:
+        # within the limits, sentence pairs go to the card's own model of them: the embedded
+        # card's sentence-pair features and the match read, fitted on every such training
+        # example with a match read (more than have a pair read)
+        assert pairs is not None and len(pairs[1]) == 306
+        assert own["kind"] == "gated" and own["when"] == sentence_pair_gate()
+        assert own["model"]["features"] == PAIR_FEATURES
+        assert "swap_rest" in PAIR_FEATURES and "match_yes" in PAIR_FEATURES
+        assert shipped["training"]["examples"]["sentence pairs"] == {
+            "exact": 69,
+            "missing": 117,
+            "partial": 68,
+            "semantic": 52,
+        }
         own = own["otherwise"]
     assert any(name.startswith("match_") for name in own["features"])
     # the embedded card's model is gated too (whole sentences of a short item): past this

@@ -35,11 +35,15 @@ from tools.fit_verdicts import (
     L2,
     REL_FEATURES,
     REL_FEATURES_ALL,
+    SENTENCE_FEATURES,
+    SENTENCE_PAIR_L2,
+    SENTENCE_PAIR_SOURCE_WEIGHTS,
     SIM_FEATURES,
     SIM_FEATURES_ALL,
     balanced_weights,
     columns,
     relevancy_matrix,
+    sentence_rows,
     similarity_matrix,
     source_weights,
 )
@@ -124,6 +128,20 @@ DEFAULT_CARD = "qwen2.5-coder-1.5b-instruct"
 # one MedQuAD answer people rated worst (0.00 -> 0.02). The 1.5B card keeps its own read
 # there: with the copy its STS2016 fell 0.7463 -> 0.7351 on every row.
 SENTENCES_COPIED = frozenset({"qwen2.5-coder-0.5b-instruct"})
+# Cards that judge those sentence pairs with a model of their own: within the item limits,
+# the verdicts the embedded card sends to its sentence-pair model go to a model of the
+# evidence and the match read fitted on every training example of that kind with a match
+# read (:func:`sentence_pair_matrix`: 306 for the 1.5B card, mostly sts_pairs, whose match
+# read was taken for every sampled example on 2026-12-07), every other verdict to the card's
+# own model as before (the examples with a pair read). Refitting that model on every match
+# read instead raised STS2016, evouna and SAS but lowered nq301 (0.7819 -> 0.7719 on every
+# row; benchmarks/RESULTS.md, "The match read on every sampled example"), so only the
+# sentence pairs, where no row of nq301, SAS, evouna or MedQuAD goes, learn from them.
+SENTENCES_OWN = frozenset({"qwen2.5-coder-1.5b-instruct"})
+# Its features: the embedded card's sentence-pair set (with the swapped-name features that
+# keep "The capital of Italy is Milan." against "Rome is the capital of Italy." low), then
+# the match read.
+PAIR_FEATURES = [*SENTENCE_FEATURES, *SIM_MATCH]
 # Why a card's scorer takes the embedded card's model as it is (the verdict file says so);
 # a card not listed: ADDS_NOTHING.
 ADDS_NOTHING = "this judge's read added nothing in grouped CV"
@@ -245,6 +263,33 @@ def matrices(
     return out
 
 
+def sentence_pair_matrix(
+    card: str, train: Path
+) -> tuple[np.ndarray, np.ndarray, list[str], list[str], list[dict[str, Any]]] | None:
+    """The similarity features (every evidence column, then the match read), labels, column
+    names, groups and examples of the training examples with a match read that meet
+    :func:`sentence_pair_gate`, whether or not their pair read is stored (None: no match
+    read stored). What a :data:`SENTENCES_OWN` card's sentence-pair model learns from."""
+    reads = load_reads(reads_path(card))
+    examples = [
+        e
+        for e in pool(train)["similarity"]
+        if ("similarity", "match", e["id"]) in reads and SOURCE_WEIGHTS.get(e["source"], 1.0) > 0
+    ]
+    if not examples:
+        return None
+    X, y = similarity_matrix(shared_embedder(EMBEDDER), examples)
+    values = []
+    for e in examples:
+        answer = reads[("similarity", "match", e["id"])]
+        row = read_features(MATCH_LABELS, [answer[label] for label in MATCH_LABELS])
+        values.append([row[f"read_{label}"] for label in MATCH_LABELS])
+    X = np.hstack([X, np.asarray(values, dtype=np.float64)])
+    inside = sentence_rows(X, sentence_pair_gate())
+    kept = [e for e, keep in zip(examples, inside, strict=True) if keep]
+    return X[inside], y[inside], [*SIM_FEATURES_ALL, *SIM_MATCH], [e["group"] for e in kept], kept
+
+
 def _score(scorer: str, P: np.ndarray) -> np.ndarray:
     if scorer == "relevancy":
         return P[:, 2] + 0.3 * P[:, 1]  # classes no, unsure, yes
@@ -279,13 +324,20 @@ def cross_validation(data: dict[str, Any]) -> dict[str, Any]:
                 sample_weight=balanced_weights(y, len(classes))
                 * source_weights(examples, SOURCE_WEIGHTS),
             )
-            score = _score(scorer, P)
-            by_source = {
-                source: _auc(labels[sources == source], score[sources == source])
-                for source in sorted(set(sources))
-            }
-            report[scorer][tag] = {"all": _auc(labels, score), **by_source}
+            report[scorer][tag] = _by_source(scorer, P, labels, sources)
     return report
+
+
+def _by_source(
+    scorer: str, P: np.ndarray, labels: np.ndarray, sources: np.ndarray
+) -> dict[str, float | None]:
+    """ROC AUC of out-of-fold probabilities, overall and per source."""
+    score = _score(scorer, P)
+    by_source = {
+        source: _auc(labels[sources == source], score[sources == source])
+        for source in sorted(set(sources))
+    }
+    return {"all": _auc(labels, score), **by_source}
 
 
 def print_report(report: dict[str, Any]) -> None:
@@ -340,13 +392,13 @@ def with_sentences(fitted: dict[str, Any]) -> dict[str, Any]:
     its sentence model ("the founding of new Protestant churches") stay with ``fitted``:
     sent there too, sas_squad fell 0.002 at 100 rows with the 0.5B card (0.7597 -> 0.7577);
     so did longer sentences (one MedQuAD answer people rated worst, 0.00 -> 0.02)."""
-    embedded: dict[str, Any] = embedded_verdicts()["similarity"]
-    inner = embedded.get("model", {})
-    if embedded.get("kind") != "gated" or inner.get("kind") != "gated":
-        raise SystemExit("the embedded card's similarity model has no sentence-pair model to copy")
-    plain = [c for c in embedded["when"] if "feature" in c]
-    when = [*inner["when"], *plain]
-    return {"kind": "gated", "when": when, "model": inner["model"], "otherwise": fitted}
+    inner = embedded_verdicts()["similarity"]["model"]
+    return {
+        "kind": "gated",
+        "when": sentence_pair_gate(),
+        "model": inner["model"],
+        "otherwise": fitted,
+    }
 
 
 def past_the_gate(when: list[dict[str, Any]]) -> dict[str, Any]:
@@ -367,17 +419,103 @@ def past_the_gate(when: list[dict[str, Any]]) -> dict[str, Any]:
     return otherwise
 
 
+def sentence_pair_gate() -> list[dict[str, Any]]:
+    """The conditions under which the embedded card's similarity sends a verdict to its
+    sentence-pair model (as :func:`with_sentences` copies them)."""
+    embedded: dict[str, Any] = embedded_verdicts()["similarity"]
+    inner = embedded.get("model", {})
+    if embedded.get("kind") != "gated" or inner.get("kind") != "gated":
+        raise SystemExit("the embedded card's similarity model has no sentence-pair model")
+    return [*inner["when"], *[c for c in embedded["when"] if "feature" in c]]
+
+
+def _fit_json(
+    X: np.ndarray,
+    y: np.ndarray,
+    names: list[str],
+    features: list[str],
+    examples: list[dict[str, Any]],
+    classes: list[str],
+    weights: dict[str, float] | None = None,
+    l2: float = L2,
+) -> dict[str, Any]:
+    """A logistic model of ``features`` (the JSON the file holds), the classes balanced and
+    the sources weighted by ``weights`` (default :data:`SOURCE_WEIGHTS`)."""
+    fitted: dict[str, Any] = json.loads(
+        dumps_params(
+            fit(
+                columns(X, names, features),
+                y,
+                features,
+                classes,
+                l2=l2,
+                sample_weight=balanced_weights(y, len(classes))
+                * source_weights(examples, SOURCE_WEIGHTS if weights is None else weights),
+            )
+        )
+    )
+    return fitted
+
+
+def own_sentence_pairs(fitted: dict[str, Any], pairs: tuple[Any, ...]) -> dict[str, Any]:
+    """``fitted`` behind :func:`sentence_pair_gate`, with a model of :data:`PAIR_FEATURES`
+    fitted on the sentence pairs ``pairs`` (:func:`sentence_pair_matrix`) in front of it
+    (:data:`SENTENCES_OWN`), weighted and penalised as the embedded card's sentence-pair
+    model is."""
+    X, y, names, _groups, examples = pairs
+    model = _fit_json(
+        X,
+        y,
+        names,
+        PAIR_FEATURES,
+        examples,
+        SIM_CLASSES,
+        SENTENCE_PAIR_SOURCE_WEIGHTS,
+        SENTENCE_PAIR_L2,
+    )
+    return {"kind": "gated", "when": sentence_pair_gate(), "model": model, "otherwise": fitted}
+
+
+def sentence_pair_cv(pairs: tuple[Any, ...]) -> dict[str, Any]:
+    """Grouped 5-fold CV AUC of the sentence-pair models (the embedded card's features,
+    the match read, both), weighted and penalised as :func:`own_sentence_pairs` fits."""
+    X, y, names, groups, examples = pairs
+    labels = np.isin(y, (2, 3))
+    sources = np.array([e["source"] for e in examples])
+    sets = {
+        "evidence (the embedded card's sentence-pair set)": SENTENCE_FEATURES,
+        "match read only": list(SIM_MATCH),
+        "evidence + match read": PAIR_FEATURES,
+    }
+    report: dict[str, Any] = {"examples": len(y)}
+    for tag, chosen in sets.items():
+        P = grouped_cv_proba(
+            columns(X, names, chosen),
+            y,
+            groups,
+            chosen,
+            SIM_CLASSES,
+            l2=SENTENCE_PAIR_L2,
+            sample_weight=balanced_weights(y, len(SIM_CLASSES))
+            * source_weights(examples, SENTENCE_PAIR_SOURCE_WEIGHTS),
+        )
+        report[tag] = _by_source("similarity", P, labels, sources)
+    return report
+
+
 def fitted_models(
     data: dict[str, Any],
     chosen: dict[str, list[str] | None],
     gate: bool = True,
     sentences: bool = False,
+    pairs: tuple[Any, ...] | None = None,
 ) -> dict[str, Any]:
     """Each scorer's verdict model (the JSON the file holds) on the chosen features; where
     the chosen set is None (:data:`EMBEDDED_SET`), the embedded card's model, copied. With
     ``gate``, a similarity model that uses the match read is gated on the texts' lengths
     (:func:`gated_on_length`; with ``sentences``, the sentence pairs within the limits go to
-    the embedded card's sentence-pair model)."""
+    the embedded card's sentence-pair model; with ``pairs``, the sentence pairs with a match
+    read, to a model of the same features fitted on them, :func:`own_sentence_pairs`)."""
     fitted = {}
     for scorer, (X, y, names, _groups, examples) in data.items():
         classes = REL_CLASSES if scorer == "relevancy" else SIM_CLASSES
@@ -385,20 +523,10 @@ def fitted_models(
         if features is None:
             fitted[scorer] = embedded_verdicts()[scorer]
             continue
-        fitted[scorer] = json.loads(
-            dumps_params(
-                fit(
-                    columns(X, names, features),
-                    y,
-                    features,
-                    classes,
-                    l2=L2,
-                    sample_weight=balanced_weights(y, len(classes))
-                    * source_weights(examples, SOURCE_WEIGHTS),
-                )
-            )
-        )
+        fitted[scorer] = _fit_json(X, y, names, features, examples, classes)
         if gate and scorer == "similarity" and any(f.startswith("match_") for f in features):
+            if pairs is not None:
+                fitted[scorer] = own_sentence_pairs(fitted[scorer], pairs)
             fitted[scorer] = gated_on_length(fitted[scorer], examples, sentences)
     return fitted
 
@@ -428,9 +556,11 @@ def write(
     cv: Any,
     gate: bool = True,
     out: Path | None = None,
+    pairs: tuple[Any, ...] | None = None,
 ) -> None:
-    """Write the card's verdict file (or ``out``, leaving the card as it is)."""
-    fitted = fitted_models(data, chosen, gate, card in SENTENCES_COPIED)
+    """Write the card's verdict file (or ``out``, leaving the card as it is); ``pairs``: the
+    sentence pairs of a :data:`SENTENCES_OWN` card (:func:`sentence_pair_matrix`)."""
+    fitted = fitted_models(data, chosen, gate, card in SENTENCES_COPIED, pairs)
     counts: dict[str, dict[str, int]] = defaultdict(dict)
     copied = {}
     for scorer, (_X, y, _names, _groups, _examples) in data.items():
@@ -443,6 +573,10 @@ def write(
             )
             continue
         counts[scorer] = {c: int((y == i).sum()) for i, c in enumerate(classes)}
+        if scorer == "similarity" and pairs is not None:
+            counts["sentence pairs"] = {
+                c: int((pairs[1] == i).sum()) for i, c in enumerate(SIM_CLASSES)
+            }
         if fitted[scorer].get("kind") == "gated":
             limits = " or ".join(
                 f"{c['at_most']:.0f} {c['feature'].replace('_', ' ')}"
@@ -452,6 +586,12 @@ def write(
                 f"past {limits} (the longest texts read): models/{EMBEDDED_FILE.name} "
                 "(tools/fit_verdicts.py), copied, no read made"
             )
+            if pairs is not None:
+                copied[scorer] += (
+                    "; within them, the sentence pairs the embedded card sends to its "
+                    "sentence-pair model: a model of the same features fitted on the "
+                    "training examples of that kind with a match read"
+                )
             if card in SENTENCES_COPIED:
                 copied[scorer] += (
                     "; within them, the sentence pairs it sends to its sentence-pair model: "
@@ -533,7 +673,11 @@ def main(argv: list[str] | None = None) -> int:
         f"{', '.join(f'{s}: {len(d[1])} examples' for s, d in data.items())} "
         f"({time.perf_counter() - started:.0f} s)"
     )
+    pairs = sentence_pair_matrix(args.card, args.train) if args.card in SENTENCES_OWN else None
     report = cross_validation(data) if args.cv or args.write else None
+    if report is not None and pairs is not None:
+        # The sentence pairs' model, on every such example with a match read.
+        report["sentence pairs"] = sentence_pair_cv(pairs)
     if report is not None:
         print_report(report)
     if args.write:
@@ -543,7 +687,7 @@ def main(argv: list[str] | None = None) -> int:
             "similarity": args.similarity_features or shipped["similarity"],
         }
         chosen = {scorer: named_set(scorer, name) for scorer, name in wanted.items()}
-        write(args.card, data, chosen, report, not args.no_reference_gate, args.out)
+        write(args.card, data, chosen, report, not args.no_reference_gate, args.out, pairs)
     return 0
 
 

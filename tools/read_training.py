@@ -21,7 +21,8 @@ then every stratum's second, ...) so that a stopped run holds a balanced sample.
 * ``whole``: the whole item, once: question x whole answer, reference x whole answer
   (a further feature, kept only if grouped CV says it helps);
 * ``match`` (similarity): the whole reference x the whole answer, asked as one yes/no
-  question (``match.jinja``: does the answer say the same thing?), a further feature.
+  question (``match.jinja``: does the answer say the same thing?), a further feature; read
+  for every sampled example, whether or not its pair read is stored.
 
 The run appends as it goes and skips ids already stored, so it can be stopped and resumed;
 it is deterministic (same card, same dtype, same examples: same values, rounded to 4
@@ -209,10 +210,12 @@ def _todo(
         for _, scorer, example in ranked:
             if (scorer, kind, example["id"]) in done or scorer not in KINDS[kind][1]:
                 continue
-            # A whole-item read (or a match read) is a further feature of an example whose
-            # verdict is read: read it only where the pair read is stored or read in this run.
+            # A whole-item read is a further feature of an example whose verdict is read:
+            # read it only where the pair read is stored or read in this run. A match read
+            # stands on its own (a similarity model of the evidence and the match read needs
+            # no pair read: tools/fit_card_verdicts.py, MATCH_BASED).
             if (
-                kind != "pair"
+                kind == "whole"
                 and "pair" not in kinds
                 and (scorer, "pair", example["id"]) not in done
             ):
