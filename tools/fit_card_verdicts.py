@@ -249,9 +249,7 @@ def matrices(
                 row = read_features(labels, [item[label] for label in labels])
                 values += [row[f"read_{label}"] for label in labels]
             if match:
-                answer = reads[(scorer, "match", e["id"])]
-                row = read_features(MATCH_LABELS, [answer[label] for label in MATCH_LABELS])
-                values += [row[f"read_{label}"] for label in MATCH_LABELS]
+                values += match_values(reads, e)
             extra.append(values)
         names += [f"read_{label}" for label in labels]
         if whole:
@@ -261,6 +259,15 @@ def matrices(
         X = np.hstack([X, np.asarray(extra, dtype=np.float64).reshape(len(kept), -1)])
         out[scorer] = (X, y, names, [e["group"] for e in kept], kept)
     return out
+
+
+def match_values(
+    reads: dict[tuple[str, str, str], dict[str, float]], example: dict[str, Any]
+) -> list[float]:
+    """The match read's feature values (:data:`SIM_MATCH`) of one similarity example."""
+    answer = reads[("similarity", "match", example["id"])]
+    row = read_features(MATCH_LABELS, [answer[label] for label in MATCH_LABELS])
+    return [row[f"read_{label}"] for label in MATCH_LABELS]
 
 
 def sentence_pair_matrix(
@@ -279,15 +286,24 @@ def sentence_pair_matrix(
     if not examples:
         return None
     X, y = similarity_matrix(shared_embedder(EMBEDDER), examples)
-    values = []
-    for e in examples:
-        answer = reads[("similarity", "match", e["id"])]
-        row = read_features(MATCH_LABELS, [answer[label] for label in MATCH_LABELS])
-        values.append([row[f"read_{label}"] for label in MATCH_LABELS])
+    values = [match_values(reads, e) for e in examples]
     X = np.hstack([X, np.asarray(values, dtype=np.float64)])
     inside = sentence_rows(X, sentence_pair_gate())
     kept = [e for e, keep in zip(examples, inside, strict=True) if keep]
     return X[inside], y[inside], [*SIM_FEATURES_ALL, *SIM_MATCH], [e["group"] for e in kept], kept
+
+
+def example_weights(
+    y: np.ndarray,
+    classes: int,
+    examples: list[dict[str, Any]],
+    table: dict[str, float] | None = None,
+) -> np.ndarray:
+    """Each example's fitting weight: its class balanced, its source weighted by ``table``
+    (default :data:`SOURCE_WEIGHTS`)."""
+    return balanced_weights(y, classes) * source_weights(
+        examples, SOURCE_WEIGHTS if table is None else table
+    )
 
 
 def _score(scorer: str, P: np.ndarray) -> np.ndarray:
@@ -321,8 +337,7 @@ def cross_validation(data: dict[str, Any]) -> dict[str, Any]:
                 chosen,
                 classes,
                 l2=L2,
-                sample_weight=balanced_weights(y, len(classes))
-                * source_weights(examples, SOURCE_WEIGHTS),
+                sample_weight=example_weights(y, len(classes), examples),
             )
             report[scorer][tag] = _by_source(scorer, P, labels, sources)
     return report
@@ -449,8 +464,7 @@ def _fit_json(
                 features,
                 classes,
                 l2=l2,
-                sample_weight=balanced_weights(y, len(classes))
-                * source_weights(examples, SOURCE_WEIGHTS if weights is None else weights),
+                sample_weight=example_weights(y, len(classes), examples, weights),
             )
         )
     )
@@ -496,8 +510,9 @@ def sentence_pair_cv(pairs: tuple[Any, ...]) -> dict[str, Any]:
             chosen,
             SIM_CLASSES,
             l2=SENTENCE_PAIR_L2,
-            sample_weight=balanced_weights(y, len(SIM_CLASSES))
-            * source_weights(examples, SENTENCE_PAIR_SOURCE_WEIGHTS),
+            sample_weight=example_weights(
+                y, len(SIM_CLASSES), examples, SENTENCE_PAIR_SOURCE_WEIGHTS
+            ),
         )
         report[tag] = _by_source("similarity", P, labels, sources)
     return report
