@@ -275,3 +275,59 @@ def test_with_sentences_puts_the_embedded_sentence_pair_model_in_front_of_a_card
     assert not model.holds({**item, "sentence_words": 4.0, "reference_words": 30.0})
     assert not model.holds({**item, "sentence_words": 4.0, "answer_words": 30.0})
     assert not model.holds({**item, "sentence_words": 4.0, "ref_list": 1.0})
+
+
+def test_a_read_stacked_on_the_embedded_model_composes_into_its_gated_form() -> None:
+    """tools.fit_card_verdicts.compose_stack: a logistic model of the embedded card's
+    relevancy logits and a judge's read, written as one logistic model of the embedded
+    model's features and the read behind each of its gates, gives the same probabilities
+    as the two models applied one after the other (to the file's rounding)."""
+    import numpy as np
+
+    from offline_scorer.toolkit import GatedModel
+    from tools.fit_card_verdicts import (
+        MODELS,
+        REL_READ,
+        STACK_INPUTS,
+        compose_stack,
+        embedded_logits,
+    )
+    from tools.verdict_training import REL_CLASSES, fit, predict_proba
+
+    embedded = json.loads((MODELS / "smollm2-135m-instruct.verdicts.json").read_text("utf-8"))
+    relevancy = embedded["relevancy"]
+    assert relevancy["kind"] == "gated"  # the forum gate: two models to compose into
+    names = list(GatedModel.model_validate(relevancy).features) + REL_READ
+    rng = np.random.default_rng(7)
+    X = rng.normal(size=(400, len(names)))
+    X[:, names.index("answer_words")] = rng.integers(1, 40, size=400)  # both sides of the gate
+    inputs = np.hstack([embedded_logits(relevancy, X, names), X[:, -len(REL_READ) :]])
+    y = rng.integers(0, len(REL_CLASSES), size=400)
+    stack = fit(inputs, y, STACK_INPUTS, REL_CLASSES, l2=1.0)
+    composed = GatedModel.model_validate(compose_stack(relevancy, stack))
+    assert composed.when == GatedModel.model_validate(relevancy).when
+    for leaf in (composed.model, composed.otherwise):
+        assert leaf.features[-len(REL_READ) :] == REL_READ
+    expected = predict_proba(stack, inputs)
+    got = np.array(
+        [
+            [composed.probabilities(dict(zip(names, row.tolist())))[c] for c in REL_CLASSES]
+            for row in X
+        ]
+    )
+    assert np.abs(got - expected).max() < 1e-3
+    # the identity stack (each logit to itself, the read weighed 0) gives back the embedded
+    # model's own probabilities
+    k = len(REL_CLASSES)
+    identity = {
+        "means": [0.0] * len(STACK_INPUTS),
+        "scales": [1.0] * len(STACK_INPUTS),
+        "weights": [[float(i == j) for j in range(k)] + [0.0] * len(REL_READ) for i in range(k)],
+        "intercepts": [0.0] * k,
+        "l2": 1.0,
+    }
+    same = GatedModel.model_validate(compose_stack(relevancy, identity))
+    original = GatedModel.model_validate(relevancy)
+    for row in X[:50]:
+        values = dict(zip(names, row.tolist()))
+        assert same.probabilities(values) == pytest.approx(original.probabilities(values), abs=2e-4)

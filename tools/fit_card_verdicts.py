@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 from sklearn.metrics import roc_auc_score
 
-from offline_scorer.toolkit import read_features, shared_embedder
+from offline_scorer.toolkit import GatedModel, LogisticModel, read_features, shared_embedder
 from tools.fit_verdicts import (
     EMBEDDER,
     L2,
@@ -83,6 +83,18 @@ SOURCE_WEIGHTS = {"cqa": 0.0, "sts": 0.5, "sts_swap": 0.25}
 # A scorer whose judge read adds nothing in grouped CV can take the embedded card's fitted
 # model as it is (fitted on the whole pool, no read, so no judge call at run time).
 EMBEDDED_SET = "the embedded card's model"
+# A scorer can also take the embedded card's model and the judge's read together: a small
+# logistic model of the embedded model's three logits and the read's three features
+# (:func:`stacked_on_embedded`), fitted on the examples with a read. The embedded model keeps
+# what it learnt from the whole pool (and, for relevancy, the forum comments behind its
+# gate), and the read examples only set how much the judge's read moves it. Composed back
+# into the embedded model's gated form, it is linear in that model's features and the read,
+# so the file holds it as it holds any other model.
+STACKED_SET = "the embedded card's model + judge read"
+# The stack learns from every read example, the forum comments included (the embedded
+# model behind its forum gate was fitted with them).
+STACK_SOURCE_WEIGHTS = {**SOURCE_WEIGHTS, "cqa": 1.0}
+STACK_L2 = L2
 EMBEDDED_FILE = MODELS / "smollm2-135m-instruct.verdicts.json"
 # The sets each card ships. The 1.5B card's were chosen on the dev sets (benchmarks/RESULTS.md,
 # "A yes/no match read"): for relevancy the read of each statement ranks answers better than
@@ -259,6 +271,143 @@ def matrices(
         X = np.hstack([X, np.asarray(extra, dtype=np.float64).reshape(len(kept), -1)])
         out[scorer] = (X, y, names, [e["group"] for e in kept], kept)
     return out
+
+
+def relevancy_stack_data(
+    card: str, train: Path
+) -> tuple[np.ndarray, np.ndarray, list[str], list[str], list[dict[str, Any]]] | None:
+    """The relevancy features (every evidence column, then the statement read), labels,
+    column names, groups and examples of every relevancy example with a pair read, the
+    forum comments included (None: no relevancy read stored). What :data:`STACKED_SET`
+    learns from."""
+    reads = load_reads(reads_path(card))
+    examples = [
+        e
+        for e in pool(train)["relevancy"]
+        if ("relevancy", "pair", e["id"]) in reads
+        and STACK_SOURCE_WEIGHTS.get(e["source"], 1.0) > 0
+    ]
+    if not examples:
+        return None
+    X, y = relevancy_matrix(shared_embedder(EMBEDDER), examples)
+    values = []
+    for e in examples:
+        pair = reads[("relevancy", "pair", e["id"])]
+        row = read_features(RELEVANCY_LABELS, [pair[label] for label in RELEVANCY_LABELS])
+        values.append([row[name] for name in REL_READ])
+    X = np.hstack([X, np.asarray(values, dtype=np.float64)])
+    return X, y, [*REL_FEATURES_ALL, *REL_READ], [e["group"] for e in examples], examples
+
+
+def embedded_logits(model: dict[str, Any], X: np.ndarray, names: list[str]) -> np.ndarray:
+    """The logits (class order :data:`REL_CLASSES`) the embedded card's relevancy model
+    ``model`` gives each row of ``X``, from the model its gates pick for the row."""
+    parsed = GatedModel.model_validate(model) if model["kind"] == "gated" else None
+    out = np.zeros((len(X), len(REL_CLASSES)))
+    for i, row in enumerate(X):
+        values = dict(zip(names, row.tolist(), strict=True))
+        leaf: Any = parsed if parsed is not None else LogisticModel.model_validate(model)
+        while isinstance(leaf, GatedModel):
+            leaf = leaf.model if leaf.holds(values) else leaf.otherwise
+        z = [(values[f] - m) / s for f, m, s in zip(leaf.features, leaf.means, leaf.scales)]
+        logits = np.asarray(leaf.weights) @ np.asarray(z) + np.asarray(leaf.intercepts)
+        out[i] = [logits[leaf.classes.index(c)] for c in REL_CLASSES]
+    return out
+
+
+STACK_INPUTS = [*(f"embedded_{c}" for c in REL_CLASSES), *REL_READ]
+
+
+def stack_inputs(data: tuple[Any, ...]) -> np.ndarray:
+    """The stack's inputs (:data:`STACK_INPUTS`) for each example of ``data``
+    (:func:`relevancy_stack_data`). The embedded model was fitted on these examples'
+    evidence among many others: its logits here are in-sample, a little more sure than on
+    new answers."""
+    X, _y, names, _groups, _examples = data
+    E = embedded_logits(embedded_verdicts()["relevancy"], X, names)
+    return np.hstack([E, columns(X, names, REL_READ)])
+
+
+def stacked_on_embedded(data: tuple[Any, ...], l2: float = STACK_L2) -> dict[str, Any]:
+    """The embedded card's relevancy model with the judge's statement read stacked on it:
+    a logistic model of :data:`STACK_INPUTS` fitted on ``data``, composed into every model
+    of the embedded card's gated relevancy (same gates, each model's features plus
+    :data:`REL_READ`)."""
+    _X, y, _names, _groups, examples = data
+    stack = json.loads(
+        dumps_params(
+            fit(
+                stack_inputs(data),
+                y,
+                STACK_INPUTS,
+                REL_CLASSES,
+                l2=l2,
+                sample_weight=example_weights(y, len(REL_CLASSES), examples, STACK_SOURCE_WEIGHTS),
+            )
+        )
+    )
+    return compose_stack(embedded_verdicts()["relevancy"], stack)
+
+
+def compose_stack(model: dict[str, Any], stack: dict[str, Any]) -> dict[str, Any]:
+    """``model`` (logistic or gated) with ``stack`` applied to its logits: for a logistic
+    model, stack logit c = sum_k a_ck (z_k - mu_k) / s_k + read terms + b_c, where z_k is
+    the model's logit k, linear in its standardised features; so the result is one
+    logistic model of the model's features and the read."""
+    if model["kind"] == "gated":
+        return {
+            **model,
+            "model": compose_stack(model["model"], stack),
+            "otherwise": compose_stack(model["otherwise"], stack),
+        }
+    order = [model["classes"].index(c) for c in REL_CLASSES]
+    W = np.asarray(model["weights"])[order]  # rows in REL_CLASSES order
+    b = np.asarray(model["intercepts"])[order]
+    k = len(REL_CLASSES)
+    mu = np.asarray(stack["means"])
+    sd = np.asarray(stack["scales"])
+    A = np.asarray(stack["weights"])[:, :k] / sd[:k]  # per unit of each embedded logit
+    weights = np.hstack([A @ W, np.asarray(stack["weights"])[:, k:]])
+    intercepts = np.asarray(stack["intercepts"]) + A @ (b - mu[:k])
+    composed = {
+        "kind": "logistic",
+        "classes": list(REL_CLASSES),
+        "features": [*model["features"], *REL_READ],
+        "means": [*model["means"], *stack["means"][k:]],
+        "scales": [*model["scales"], *stack["scales"][k:]],
+        "weights": weights.tolist(),
+        "intercepts": intercepts.tolist(),
+        "l2": stack["l2"],
+    }
+    rounded: dict[str, Any] = json.loads(dumps_params(composed))
+    return rounded
+
+
+def stack_cv(data: tuple[Any, ...]) -> dict[str, Any]:
+    """Grouped 5-fold CV AUC of the stack (:func:`stacked_on_embedded`): the embedded
+    model's logits alone, the read alone, both; overall and per source."""
+    _X, y, _names, groups, examples = data
+    inputs = stack_inputs(data)
+    labels = y == REL_CLASSES.index("yes")
+    sources = np.array([e["source"] for e in examples])
+    sets = {
+        "the embedded card's logits": STACK_INPUTS[: len(REL_CLASSES)],
+        "judge read only": list(REL_READ),
+        STACKED_SET: STACK_INPUTS,
+    }
+    report: dict[str, Any] = {"examples": len(y)}
+    for tag, chosen in sets.items():
+        P = grouped_cv_proba(
+            columns(inputs, STACK_INPUTS, chosen),
+            y,
+            groups,
+            chosen,
+            REL_CLASSES,
+            l2=STACK_L2,
+            sample_weight=example_weights(y, len(REL_CLASSES), examples, STACK_SOURCE_WEIGHTS),
+        )
+        report[tag] = _by_source("relevancy", P, labels, sources)
+    return report
 
 
 def match_values(
@@ -524,9 +673,12 @@ def fitted_models(
     gate: bool = True,
     sentences: bool = False,
     pairs: tuple[Any, ...] | None = None,
+    stack: tuple[Any, ...] | None = None,
 ) -> dict[str, Any]:
     """Each scorer's verdict model (the JSON the file holds) on the chosen features; where
-    the chosen set is None (:data:`EMBEDDED_SET`), the embedded card's model, copied. With
+    the chosen set is None (:data:`EMBEDDED_SET`), the embedded card's model, copied; where
+    it is :data:`STACK_INPUTS` (:data:`STACKED_SET`), the embedded card's relevancy model
+    with the read stacked on it, fitted on ``stack`` (:func:`relevancy_stack_data`). With
     ``gate``, a similarity model that uses the match read is gated on the texts' lengths
     (:func:`gated_on_length`; with ``sentences``, the sentence pairs within the limits go to
     the embedded card's sentence-pair model; with ``pairs``, the sentence pairs with a match
@@ -537,6 +689,11 @@ def fitted_models(
         features = chosen[scorer]
         if features is None:
             fitted[scorer] = embedded_verdicts()[scorer]
+            continue
+        if features == STACK_INPUTS:
+            if stack is None:
+                raise SystemExit(f"{STACKED_SET!r}: no relevancy read stored to fit it on")
+            fitted[scorer] = stacked_on_embedded(stack)
             continue
         fitted[scorer] = _fit_json(X, y, names, features, examples, classes)
         if gate and scorer == "similarity" and any(f.startswith("match_") for f in features):
@@ -550,11 +707,13 @@ def named_set(scorer: str, name: str) -> list[str] | None:
     """The feature columns of the set called ``name`` (None: :data:`EMBEDDED_SET`)."""
     if name == EMBEDDED_SET:
         return None
+    if name == STACKED_SET and scorer == "relevancy":
+        return list(STACK_INPUTS)
     named = feature_sets(scorer, True, True)
     if name not in named:
         raise SystemExit(
             f"fit_card_verdicts: no {scorer} feature set {name!r}; "
-            f"choose one of {sorted([*named, EMBEDDED_SET])}"
+            f"choose one of {sorted([*named, EMBEDDED_SET, STACKED_SET])}"
         )
     return named[name]
 
@@ -572,10 +731,12 @@ def write(
     gate: bool = True,
     out: Path | None = None,
     pairs: tuple[Any, ...] | None = None,
+    stack: tuple[Any, ...] | None = None,
 ) -> None:
     """Write the card's verdict file (or ``out``, leaving the card as it is); ``pairs``: the
-    sentence pairs of a :data:`SENTENCES_OWN` card (:func:`sentence_pair_matrix`)."""
-    fitted = fitted_models(data, chosen, gate, card in SENTENCES_COPIED, pairs)
+    sentence pairs of a :data:`SENTENCES_OWN` card (:func:`sentence_pair_matrix`);
+    ``stack``: the relevancy examples a :data:`STACKED_SET` is fitted on."""
+    fitted = fitted_models(data, chosen, gate, card in SENTENCES_COPIED, pairs, stack)
     counts: dict[str, dict[str, int]] = defaultdict(dict)
     copied = {}
     for scorer, (_X, y, _names, _groups, _examples) in data.items():
@@ -585,6 +746,15 @@ def write(
             copied[scorer] = (
                 f"models/{EMBEDDED_FILE.name} (tools/fit_verdicts.py), copied: "
                 f"{COPIED_BECAUSE.get(card, ADDS_NOTHING)}, so no read is made"
+            )
+            continue
+        if chosen[scorer] == STACK_INPUTS and stack is not None:
+            counts[scorer] = {c: int((stack[1] == i).sum()) for i, c in enumerate(classes)}
+            copied[scorer] = (
+                f"models/{EMBEDDED_FILE.name} (tools/fit_verdicts.py) with this judge's "
+                "read of each statement stacked on it: a logistic model of its logits and "
+                "the read, fitted on the relevancy examples read (the forum comments "
+                "included) and composed into each of its models"
             )
             continue
         counts[scorer] = {c: int((y == i).sum()) for i, c in enumerate(classes)}
@@ -689,20 +859,25 @@ def main(argv: list[str] | None = None) -> int:
         f"({time.perf_counter() - started:.0f} s)"
     )
     pairs = sentence_pair_matrix(args.card, args.train) if args.card in SENTENCES_OWN else None
+    shipped = SHIPPED.get(args.card, SHIPPED[DEFAULT_CARD])
+    relevancy_set = args.relevancy_features or shipped["relevancy"]
+    stack = relevancy_stack_data(args.card, args.train) if relevancy_set == STACKED_SET else None
     report = cross_validation(data) if args.cv or args.write else None
     if report is not None and pairs is not None:
         # The sentence pairs' model, on every such example with a match read.
         report["sentence pairs"] = sentence_pair_cv(pairs)
+    if report is not None and stack is not None:
+        # The stack on the embedded card's relevancy, on every relevancy example read.
+        report["relevancy stacked on the embedded card's model"] = stack_cv(stack)
     if report is not None:
         print_report(report)
     if args.write:
-        shipped = SHIPPED.get(args.card, SHIPPED[DEFAULT_CARD])
         wanted = {
-            "relevancy": args.relevancy_features or shipped["relevancy"],
+            "relevancy": relevancy_set,
             "similarity": args.similarity_features or shipped["similarity"],
         }
         chosen = {scorer: named_set(scorer, name) for scorer, name in wanted.items()}
-        write(args.card, data, chosen, report, not args.no_reference_gate, args.out, pairs)
+        write(args.card, data, chosen, report, not args.no_reference_gate, args.out, pairs, stack)
     return 0
 
 
