@@ -302,11 +302,11 @@ def relevancy_stack_data(
 def embedded_logits(model: dict[str, Any], X: np.ndarray, names: list[str]) -> np.ndarray:
     """The logits (class order :data:`REL_CLASSES`) the embedded card's relevancy model
     ``model`` gives each row of ``X``, from the model its gates pick for the row."""
-    parsed = GatedModel.model_validate(model) if model["kind"] == "gated" else None
+    parsed = (GatedModel if model["kind"] == "gated" else LogisticModel).model_validate(model)
     out = np.zeros((len(X), len(REL_CLASSES)))
     for i, row in enumerate(X):
         values = dict(zip(names, row.tolist(), strict=True))
-        leaf: Any = parsed if parsed is not None else LogisticModel.model_validate(model)
+        leaf: Any = parsed
         while isinstance(leaf, GatedModel):
             leaf = leaf.model if leaf.holds(values) else leaf.otherwise
         z = [(values[f] - m) / s for f, m, s in zip(leaf.features, leaf.means, leaf.scales)]
@@ -387,27 +387,13 @@ def stack_cv(data: tuple[Any, ...]) -> dict[str, Any]:
     """Grouped 5-fold CV AUC of the stack (:func:`stacked_on_embedded`): the embedded
     model's logits alone, the read alone, both; overall and per source."""
     _X, y, _names, groups, examples = data
-    inputs = stack_inputs(data)
-    labels = y == REL_CLASSES.index("yes")
-    sources = np.array([e["source"] for e in examples])
     sets = {
         "the embedded card's logits": STACK_INPUTS[: len(REL_CLASSES)],
         "judge read only": list(REL_READ),
         STACKED_SET: STACK_INPUTS,
     }
-    report: dict[str, Any] = {"examples": len(y)}
-    for tag, chosen in sets.items():
-        P = grouped_cv_proba(
-            columns(inputs, STACK_INPUTS, chosen),
-            y,
-            groups,
-            chosen,
-            REL_CLASSES,
-            l2=STACK_L2,
-            sample_weight=example_weights(y, len(REL_CLASSES), examples, STACK_SOURCE_WEIGHTS),
-        )
-        report[tag] = _by_source("relevancy", P, labels, sources)
-    return report
+    inputs = (stack_inputs(data), y, STACK_INPUTS, groups, examples)
+    return sets_cv("relevancy", inputs, sets, STACK_L2, STACK_SOURCE_WEIGHTS)
 
 
 def match_values(
@@ -470,25 +456,40 @@ def _auc(labels: np.ndarray, score: np.ndarray) -> float | None:
 def cross_validation(data: dict[str, Any]) -> dict[str, Any]:
     """Grouped 5-fold CV AUC per feature set, overall and per source."""
     report: dict[str, Any] = {}
-    for scorer, (X, y, names, groups, examples) in data.items():
-        classes = REL_CLASSES if scorer == "relevancy" else SIM_CLASSES
-        positive = (2,) if scorer == "relevancy" else (2, 3)
-        labels = np.isin(y, positive)
-        sources = np.array([e["source"] for e in examples])
+    for scorer, matrix in data.items():
+        names = matrix[2]
         whole = any(name.startswith("whole_") for name in names)
         match = any(name.startswith("match_") for name in names)
-        report[scorer] = {"examples": len(y)}
-        for tag, chosen in feature_sets(scorer, whole, match).items():
-            P = grouped_cv_proba(
-                columns(X, names, chosen),
-                y,
-                groups,
-                chosen,
-                classes,
-                l2=L2,
-                sample_weight=example_weights(y, len(classes), examples),
-            )
-            report[scorer][tag] = _by_source(scorer, P, labels, sources)
+        report[scorer] = sets_cv(scorer, matrix, feature_sets(scorer, whole, match), L2)
+    return report
+
+
+def sets_cv(
+    scorer: str,
+    matrix: tuple[Any, ...],
+    sets: dict[str, list[str]],
+    l2: float,
+    weights: dict[str, float] | None = None,
+) -> dict[str, Any]:
+    """Grouped 5-fold CV AUC of each feature set of ``sets`` on ``matrix`` (features,
+    labels, column names, groups, examples), fitted with penalty ``l2`` and the sources
+    weighted by ``weights`` (default :data:`SOURCE_WEIGHTS`); overall and per source."""
+    X, y, names, groups, examples = matrix
+    classes = REL_CLASSES if scorer == "relevancy" else SIM_CLASSES
+    labels = np.isin(y, (2,) if scorer == "relevancy" else (2, 3))
+    sources = np.array([e["source"] for e in examples])
+    report: dict[str, Any] = {"examples": len(y)}
+    for tag, chosen in sets.items():
+        P = grouped_cv_proba(
+            columns(X, names, chosen),
+            y,
+            groups,
+            chosen,
+            classes,
+            l2=l2,
+            sample_weight=example_weights(y, len(classes), examples, weights),
+        )
+        report[tag] = _by_source(scorer, P, labels, sources)
     return report
 
 
@@ -642,29 +643,12 @@ def own_sentence_pairs(fitted: dict[str, Any], pairs: tuple[Any, ...]) -> dict[s
 def sentence_pair_cv(pairs: tuple[Any, ...]) -> dict[str, Any]:
     """Grouped 5-fold CV AUC of the sentence-pair models (the embedded card's features,
     the match read, both), weighted and penalised as :func:`own_sentence_pairs` fits."""
-    X, y, names, groups, examples = pairs
-    labels = np.isin(y, (2, 3))
-    sources = np.array([e["source"] for e in examples])
     sets = {
         "evidence (the embedded card's sentence-pair set)": SENTENCE_FEATURES,
         "match read only": list(SIM_MATCH),
         "evidence + match read": PAIR_FEATURES,
     }
-    report: dict[str, Any] = {"examples": len(y)}
-    for tag, chosen in sets.items():
-        P = grouped_cv_proba(
-            columns(X, names, chosen),
-            y,
-            groups,
-            chosen,
-            SIM_CLASSES,
-            l2=SENTENCE_PAIR_L2,
-            sample_weight=example_weights(
-                y, len(SIM_CLASSES), examples, SENTENCE_PAIR_SOURCE_WEIGHTS
-            ),
-        )
-        report[tag] = _by_source("similarity", P, labels, sources)
-    return report
+    return sets_cv("similarity", pairs, sets, SENTENCE_PAIR_L2, SENTENCE_PAIR_SOURCE_WEIGHTS)
 
 
 def fitted_models(
