@@ -252,7 +252,7 @@ def test_reads_from_the_shared_system_block_equal_full_reads(judge: Transformers
     from offline_scorer.toolkit import render_prompt
 
     prompts = [
-        render_prompt("answer-relevancy", "en", "verdict", {"input": q, "statement": s})
+        render_prompt("answer-similarity", "en", "verdict", {"ground_truth_unit": q, "output": s})
         for q, s in (
             ("Who wrote Hamlet?", "Shakespeare wrote it around 1600."),
             ("How do I boil an egg?", "Stock markets fell sharply on Monday."),
@@ -267,7 +267,10 @@ def test_reads_from_the_shared_system_block_equal_full_reads(judge: Transformers
     with_prefix = fresh.score_labels(prompts, RELEVANCE)
     without = full.score_labels(prompts, RELEVANCE)
     stored = fresh.load().prefixes
-    assert len(stored) == 1 and stored.misses == 1 and stored.hits == len(prompts) - 1
+    # One computation serves the call's every row; a later call finds it in the store.
+    assert len(stored) == 1 and stored.misses == 1 and stored.hits == 0
+    fresh.score_labels(prompts[:1], RELEVANCE)
+    assert stored.misses == 1 and stored.hits == 1
     for shared, alone in zip(with_prefix, without, strict=True):
         assert shared.value.labels == alone.value.labels
         for a, b in zip(shared.value.logprobs, alone.value.logprobs, strict=True):
@@ -369,7 +372,7 @@ def test_batched_reads_equal_one_by_one_reads(judge: TransformersJudge) -> None:
         ("Can cats see in the dark?", "Cats see well in dim light but not in total darkness."),
     )
     prompts = [
-        render_prompt("answer-relevancy", "en", "verdict", {"input": q, "statement": s})
+        render_prompt("answer-similarity", "en", "verdict", {"ground_truth_unit": q, "output": s})
         for q, s in pairs
     ]
     prompts = [

@@ -2,8 +2,9 @@
 
 Each template defines two blocks: ``system`` (the instruction, identical for every item, so
 batches stay uniform and a serving stack can reuse its prefix) and ``user`` (the task of
-one item), and optionally ``prefill`` (how the model's answer must begin; the model continues
-it). Templates render with ``StrictUndefined`` in Jinja2's sandbox, so a user template
+one item), and optionally ``focus`` (the part of the item under judgment, a second user
+message, so that the reads of one item share everything before it) and ``prefill`` (how
+the model's answer must begin; the model continues it). Templates render with ``StrictUndefined`` in Jinja2's sandbox, so a user template
 folder can neither read an undefined variable silently nor reach Python internals, and
 template names cannot leave their folder.
 """
@@ -83,6 +84,13 @@ def render_prompt(
     except UndefinedError as error:
         raise ConfigurationError(f"Prompt template {name}: {error}") from error
     messages = [{"role": "system", "content": system}, {"role": "user", "content": user}]
+    if "focus" in template.blocks:
+        # The part of the item under judgment, in a message of its own after the item: every
+        # prompt of one item then starts with the same tokens (system and item), which the
+        # judge computes once (``judges/transformers/_labels.py``).
+        focus = "".join(template.blocks["focus"](template.new_context(dict(variables)))).strip()
+        if focus:  # a template may leave it empty (nothing narrower than the item to judge)
+            messages.append({"role": "user", "content": focus})
     if "prefill" in template.blocks:
         # The start of the answer, fixed by us; the model continues it.
         prefill = "".join(template.blocks["prefill"](template.new_context(dict(variables))))

@@ -124,6 +124,9 @@ class Encoded:
     """The budget it asked for (more than ``budget`` when the window is too short)."""
     prefix: int = 0
     """How many leading tokens are the prompt's system block (shared by a step's prompts)."""
+    item_prefix: int = 0
+    """How many leading tokens are the system block and the item, before a focus message
+    (shared by the reads of one item; 0 when the prompt has no focus message)."""
 
 
 def json_budgets(schema_texts: list[str], settings: GenerationSettings) -> list[int]:

@@ -3,6 +3,7 @@ label probabilities read from one forward pass (see ``judges/_protocol.py``)."""
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from collections.abc import Sequence
@@ -77,6 +78,9 @@ class TransformersJudge(JudgeBase):
         >>> judge = TransformersJudge()  # doctest: +SKIP
         >>> judge.generate_text([[{"role": "user", "content": "Say hi"}]])  # doctest: +SKIP
     """
+
+    backend = "transformers"
+    """The backend table key of this judge (read verdicts are fitted per backend)."""
 
     @classmethod
     def from_config(cls, config: JudgeConfig) -> TransformersJudge:
@@ -245,7 +249,9 @@ class TransformersJudge(JudgeBase):
                 [(item.token_ids, request.labels[item.position]) for item in valid],
                 hidden_state=request.hidden_state,
                 prefixes=loaded.prefixes if self.settings.prefix_cache else None,
-                prefix_lengths=[item.prefix for item in valid],
+                prefix_lengths=[item.item_prefix or item.prefix for item in valid],
+                # An item's own prefix serves its reads once: it is not kept on disk.
+                persist=[not item.item_prefix for item in valid],
                 rows_per_pass=self.settings.reads_per_pass(loaded.device, self.model_card),
             )
             for item, (outcome, usage) in zip(valid, outcomes, strict=True):
@@ -299,26 +305,32 @@ class TransformersJudge(JudgeBase):
             continue_final_message=prefill,
         )
         ids = list(tokenizer(text, add_special_tokens=False)["input_ids"])
-        prefix = self._system_prefix(messages, ids)
-        return Encoded(position, ids, messages[-1]["content"] if prefill else "", prefix=prefix)
+        prefix = self._leading(messages[:1], ids) if len(messages) >= 2 else 0
+        users = [i for i, message in enumerate(messages) if message["role"] == "user"]
+        # A prompt with a focus message (a second user message: the part under judgment)
+        # shares everything before it with the other reads of its item.
+        item = self._leading(messages[: users[-1]], ids) if len(users) >= 2 else 0
+        content = messages[-1]["content"] if prefill else ""
+        return Encoded(position, ids, content, prefix=prefix, item_prefix=item)
 
-    def _system_prefix(self, messages: list[dict[str, Any]], ids: list[int]) -> int:
-        """How many leading ids are the rendered system message (0 when it is not a prefix).
+    def _leading(self, messages: list[dict[str, Any]], ids: list[int]) -> int:
+        """How many leading ids are these leading messages, rendered (0 when they are not a
+        prefix of ``ids`` or do not start with the system message).
 
         A step's system block is the same for all its prompts, so its keys and values are
-        computed once (see ``_loop.py``); the rendering of one system text is remembered.
+        computed once (see ``_loop.py``); the rendering of one text is remembered.
         """
-        if len(messages) < 2 or messages[0]["role"] != "system":
+        if not messages or messages[0]["role"] != "system":
             return 0
-        content = str(messages[0]["content"])
-        known = self._system_ids.get(content)
+        key = json.dumps(messages, sort_keys=True)
+        known = self._system_ids.get(key)
         if known is None:
             tokenizer = self.load().tokenizer
-            text = tokenizer.apply_chat_template([messages[0]], tokenize=False)
+            text = tokenizer.apply_chat_template(messages, tokenize=False)
             known = list(tokenizer(text, add_special_tokens=False)["input_ids"])
             if len(self._system_ids) >= 64:
                 self._system_ids.clear()
-            self._system_ids[content] = known
+            self._system_ids[key] = known
         return len(known) if ids[: len(known)] == known else 0
 
     def _run_chunk(

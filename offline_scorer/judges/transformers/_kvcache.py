@@ -111,17 +111,21 @@ class PrefixStore:
         self.hits = 0
         self.misses = 0
 
-    def get(self, model: Any, ids: tuple[int, ...]) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    def get(
+        self, model: Any, ids: tuple[int, ...], persist: bool = True
+    ) -> list[tuple[torch.Tensor, torch.Tensor]]:
         """The per-layer (keys, values) of ``ids`` for one row, computed on first use (or
-        read from ``files``, where an earlier process computed them)."""
+        read from ``files``, where an earlier process computed them); ``persist`` False
+        keeps a prefix that serves one call (an item's) off the disk."""
         with self._lock:
             found = self._store.get(ids)
             if found is not None:
                 self._store.move_to_end(ids)
                 self.hits += 1
                 return found
-        stored = self.files.load(ids) if self.files is not None else None
-        layers = stored if stored is not None else self._compute(model, ids)
+        files = self.files if persist else None
+        stored = files.load(ids) if files is not None else None
+        layers = stored if stored is not None else self._compute(model, ids, files)
         size = sum(k.nbytes + v.nbytes for k, v in layers)
         with self._lock:
             self.misses += 1
@@ -133,7 +137,9 @@ class PrefixStore:
                 self._bytes -= sum(k.nbytes + v.nbytes for k, v in dropped)
         return layers
 
-    def _compute(self, model: Any, ids: tuple[int, ...]) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    def _compute(
+        self, model: Any, ids: tuple[int, ...], files: PrefixFiles | None
+    ) -> list[tuple[torch.Tensor, torch.Tensor]]:
         import torch
 
         cache = new_cache(model, len(ids))
@@ -147,8 +153,8 @@ class PrefixStore:
                 logits_to_keep=1,
             )
         layers = [(layer.keys.clone(), layer.values.clone()) for layer in cache.layers]
-        if self.files is not None:
-            self.files.save(ids, layers)
+        if files is not None:
+            files.save(ids, layers)
         return layers
 
     def __len__(self) -> int:

@@ -21,8 +21,11 @@ bound). Only the last positions' logits are computed. Values are rounded to
 store of prefixes is given (the judge's, see ``_kvcache.py``), a row whose system block is at
 least ``MIN_PREFIX_TOKENS`` long starts from that block's cached keys and values and runs
 only its own tokens, so a verdict costs its question, statement and label, not the
-instructions. The prefix is the system block alone, never "whatever the batch shares", so
-a read does not depend on its neighbours. Against a full pass the split changes the last
+instructions. A prompt whose last user message is a focus (the part of the item under
+judgment, after a message showing the whole item) shares the system block and the item
+with the other reads of that item: its prefix is both, computed once per item and kept in
+memory only. Either prefix is fixed by the prompt itself, never "whatever the batch
+shares", so a read does not depend on its neighbours. Against a full pass the split changes the last
 bits of the results (measured below 2e-4 in a log-probability in float32; see
 ``tests/test_judge_real.py``).
 """
@@ -59,6 +62,9 @@ class _Row:
     appended: tuple[int, ...]
     prefix: int = 0
     """Leading tokens whose keys and values come from the prefix store (0: none)."""
+    persist: bool = True
+    """Whether that prefix may be kept on disk for later processes (a system block), or
+    serves only this call (an item's own prefix)."""
 
 
 @dataclass
@@ -79,7 +85,12 @@ def label_token_ids(tokenizer: Any, label: str) -> tuple[int, ...]:
 
 
 def _plan(
-    request: int, prompt_ids: list[int], labels: Sequence[str], tokenizer: Any, prefix: int = 0
+    request: int,
+    prompt_ids: list[int],
+    labels: Sequence[str],
+    tokenizer: Any,
+    prefix: int = 0,
+    persist: bool = True,
 ) -> _Plan:
     tokens = [label_token_ids(tokenizer, label) for label in labels]
     # Longest continuations first, so a shorter one can reuse a row it is a prefix of.
@@ -88,7 +99,7 @@ def _plan(
     for appended in needed:
         if any(row.appended[: len(appended)] == appended for row in rows):
             continue
-        rows.append(_Row(request, prompt_ids + list(appended), appended, prefix))
+        rows.append(_Row(request, prompt_ids + list(appended), appended, prefix, persist))
     reads = []
     for label_tokens in tokens:
         head = label_tokens[:-1]
@@ -105,6 +116,7 @@ def score_label_rows(
     prefixes: PrefixStore | None = None,
     prefix_lengths: Sequence[int] | None = None,
     rows_per_pass: int = 1,
+    persist: Sequence[bool] | None = None,
 ) -> list[tuple[LabelScores | BaseException, ItemUsage]]:
     """Score each request's labels; one (scores or error, usage) per request, in order.
 
@@ -115,24 +127,35 @@ def score_label_rows(
         hidden_state: also read the last-layer hidden state at the prompt's last token
             (taken from the request's first row).
         prefixes: the store of shared prefixes; None computes every prompt in full.
-        prefix_lengths: per prompt, how many leading ids are its system block (the part
-            shared with the other prompts of its step); used only with ``prefixes``.
+        prefix_lengths: per prompt, how many leading ids it shares with other prompts (its
+            system block, or its system block and item before a focus message); used only
+            with ``prefixes``.
         rows_per_pass: most rows in one forward pass (1: every row alone).
+        persist: per prompt, whether its prefix may be kept on disk (default: yes).
     """
     tokenizer = loaded.tokenizer
     lengths = list(prefix_lengths or [0] * len(requests))
     if prefixes is None:
         lengths = [0] * len(requests)
+    kept = list(persist or [True] * len(requests))
     plans = [
-        _plan(i, ids, labels, tokenizer, lengths[i] if lengths[i] >= MIN_PREFIX_TOKENS else 0)
+        _plan(
+            i,
+            ids,
+            labels,
+            tokenizer,
+            lengths[i] if lengths[i] >= MIN_PREFIX_TOKENS else 0,
+            kept[i],
+        )
         for i, (ids, labels) in enumerate(requests)
     ]
     rows = [row for plan in plans for row in plan.rows]
+    held = _Held(prefixes) if prefixes is not None else None
     logprobs: dict[int, Any] = {}
     seconds: dict[int, float] = {}
     for chunk in _passes(rows, rows_per_pass):
         began = time.perf_counter()
-        _run(loaded, [rows[i] for i in chunk], chunk, logprobs, hidden_state, prefixes)
+        _run(loaded, [rows[i] for i in chunk], chunk, logprobs, hidden_state, held)
         took = time.perf_counter() - began
         # A pass's time is shared by its rows in proportion to the tokens each ran.
         own = {i: len(rows[i].token_ids) - rows[i].prefix for i in chunk}
@@ -196,13 +219,30 @@ def _label_logprob(table: Any, row: _Row, label_tokens: tuple[int, ...]) -> floa
     return total
 
 
+class _Held:
+    """The prefix store as one call sees it: the prefix of the last rows stays held, so the
+    reads of one item (consecutive rows) never compute its prefix twice, even when the
+    store cannot keep it (a long item's keys and values past the store's byte budget)."""
+
+    def __init__(self, store: PrefixStore):
+        self.store = store
+        self._ids: tuple[int, ...] | None = None
+        self._layers: Any = None
+
+    def get(self, model: Any, ids: tuple[int, ...], persist: bool = True) -> Any:
+        if ids != self._ids:
+            self._layers = self.store.get(model, ids, persist=persist)
+            self._ids = ids
+        return self._layers
+
+
 def _run(
     loaded: LoadedModel,
     rows: list[_Row],
     indexes: list[int],
     out: dict[int, Any],
     hidden_state: bool = False,
-    prefixes: PrefixStore | None = None,
+    prefixes: _Held | None = None,
 ) -> None:
     """One forward pass; per row, the log-prob vectors after 0..len(appended) tokens (and
     the hidden state at the prompt's last token when asked)."""
@@ -254,7 +294,7 @@ def _forward(
 
 
 def _forward_from_prefix(
-    loaded: LoadedModel, rows: list[_Row], prefixes: PrefixStore, hidden_state: bool = False
+    loaded: LoadedModel, rows: list[_Row], prefixes: _Held, hidden_state: bool = False
 ) -> list[tuple[torch.Tensor, list[float] | None]]:
     """The rows' tables, their common first ``prefix`` tokens taken from the prefix store.
 
@@ -270,10 +310,12 @@ def _forward_from_prefix(
     ids, mask, positions = left_padded(tails, length, _pad_id(loaded))
     cache = new_cache(model, mask.shape[1])
     if cache is None or any(len(tail) < len(row.appended) + 1 for row, tail in zip(rows, tails)):
-        plain = [_Row(row.request, row.token_ids, row.appended) for row in rows]
+        plain = [_Row(row.request, row.token_ids, row.appended) for row in rows]  # no prefix
         return _forward(loaded, plain, hidden_state)
     head = tuple(rows[0].token_ids[:length])
-    for layer, (keys, values) in zip(cache.layers, prefixes.get(model, head), strict=True):
+    for layer, (keys, values) in zip(
+        cache.layers, prefixes.get(model, head, persist=rows[0].persist), strict=True
+    ):
         layer.preload(keys, values, len(rows))
     padded = bool((mask == 0).any())
     device = model.device
