@@ -88,10 +88,12 @@ $(PEER_STAMP): pyproject.toml Makefile
 bench-peer: $(STAMP) $(PEER_STAMP)
 	$(BIN)/python -m benchmarks.throughput --items 4 --ways batched read deepeval --peer-python $(PEER_BIN)/python
 
-# Refit the embedded card's verdict models on ../shared/train-data and rewrite
-# models/smollm2-135m-instruct.verdicts.json and the sha256 in its card (tools/README.md).
+# Refit every card's verdict models from tools/fit.toml on ../shared/train-data (and the
+# judge reads stored in tools/reads/): rewrites models/<card>.verdicts.json and the sha256
+# in each card (tools/README.md). The embedded card first: the others may reference it.
+CARDS := smollm2-135m-instruct qwen2.5-coder-0.5b-instruct qwen2.5-coder-1.5b-instruct
 fit-verdicts: $(STAMP)
-	$(BIN)/python -m tools.fit_verdicts
+	for card in $(CARDS); do $(BIN)/python -m tools.fit --card $$card || exit 1; done
 
 clean:
 	rm -rf $(VENV) $(PEER_VENV) .pytest_cache .mypy_cache .ruff_cache

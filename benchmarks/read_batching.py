@@ -41,23 +41,15 @@ DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "read_batching.json"
 def reads(count: int) -> dict[str, dict[str, list[Any]]]:
     """Per scorer, ``{"messages": [...], "labels": [...]}`` for ``count`` + 1 reads; the
     last one is the warm-up read."""
-    from offline_scorer.toolkit import render_prompt
-    from tools.read_training import RELEVANCY_LABELS, SIMILARITY_LABELS, pool, read_variables
+    from tools.read_training import pool, shipped_read
 
-    labels = {"relevancy": RELEVANCY_LABELS, "similarity": SIMILARITY_LABELS}
     out: dict[str, dict[str, list[Any]]] = {}
     for scorer, examples in pool().items():
         first = sorted(examples, key=lambda e: e["id"])[: count + 1]
+        shown = [shipped_read(scorer, e) for e in first]
         out[scorer] = {
-            "messages": [
-                list(
-                    render_prompt(
-                        f"answer-{scorer}", "en", "verdict", read_variables("pair", scorer, e)
-                    )
-                )
-                for e in first
-            ],
-            "labels": [labels[scorer]] * len(first),
+            "messages": [list(messages) for messages, _ in shown],
+            "labels": [labels for _, labels in shown],
         }
     return out
 

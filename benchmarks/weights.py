@@ -137,23 +137,21 @@ def verdict_reads() -> list[dict[str, Any]]:
     """The label reads: 6 + 6 measured ones, then one warm-up read per scorer.
 
     Each is ``{"scorer", "id", "messages", "labels", "warm_up"}``, built as
-    ``tools/read_training.py`` builds its ``pair`` reads.
+    ``tools/read_training.py`` builds the reads the cards' models take.
     """
-    from offline_scorer.toolkit import render_prompt
-    from tools.read_training import RELEVANCY_LABELS, SIMILARITY_LABELS, pool, read_variables
+    from tools.read_training import pool, shipped_read
 
-    labels = {"relevancy": RELEVANCY_LABELS, "similarity": SIMILARITY_LABELS}
     reads = []
     for scorer, examples in pool().items():
         first = sorted(examples, key=lambda e: e["id"])[: READS_PER_SCORER + 1]
         for rank, example in enumerate(first):
-            variables = read_variables("pair", scorer, example)
+            messages, read_labels = shipped_read(scorer, example)
             reads.append(
                 {
                     "scorer": scorer,
                     "id": example["id"],
-                    "messages": list(render_prompt(f"answer-{scorer}", "en", "verdict", variables)),
-                    "labels": labels[scorer],
+                    "messages": list(messages),
+                    "labels": read_labels,
                     "warm_up": rank == READS_PER_SCORER,
                 }
             )

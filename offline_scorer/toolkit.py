@@ -12,13 +12,14 @@ offline_scorer``); the decode-loop names need them only when called.
 
 Names, by what they serve:
 
-* Verdict features and models (``tools/fit_verdicts.py``, ``benchmarks/verdict_ablation.py``):
-  ``relevancy_evidence``, ``similarity_evidence`` (the run-time features of one verdict),
-  ``item_features`` (the features of a whole similarity item, shared by its verdicts),
-  ``LogisticModel`` and ``GatedModel`` (fitted models as the scorers read them), ``best_label``,
+* Verdict inputs and models (``tools/fit.py``): ``relevancy_inputs``, ``similarity_inputs``
+  (the run-time inputs of one verdict a model names), ``RELEVANCY_INPUTS`` and
+  ``SIMILARITY_INPUTS`` (the lexical inputs by name), ``LogisticModel``, ``ScorerModel``,
+  ``ReadSpec``, ``Stamp`` (a verdict file's parts as the scorers read them),
+  ``template_sha256`` (a shipped prompt's hash, for the stamp), ``best_label``,
   ``RELEVANCY_LABELS`` (the relevancy verdict labels, most relevant first),
-  ``shared_embedder`` (the sentence embedder the features use), ``read_features`` (a
-  judge's label read as features, ``tools/fit_card_verdicts.py``).
+  ``shared_embedder`` (the sentence embedder the inputs use), ``read_features`` (a judge's
+  label read as inputs).
 * Text units and lexical features (``tools/verdict_training.py``): ``split_answer``,
   ``split_reference``, ``aliases_of``, ``normalize_tokens``, ``content_tokens``,
   ``token_f1``, ``containment``, ``REFUSAL`` (the compiled pattern of refusal and error
@@ -66,30 +67,43 @@ from offline_scorer.pipeline import _prompts
 from offline_scorer.pipeline._prompts import render_prompt
 from offline_scorer.scorers import AnswerSimilarityOptions, _features
 from offline_scorer.scorers._answer_relevancy import expected_relevancy_score, relevancy_score
-from offline_scorer.scorers._features import _REFUSAL, containment, normalize_tokens
+from offline_scorer.scorers._features import (
+    _REFUSAL,
+    RELEVANCY_INPUTS,
+    SIMILARITY_INPUTS,
+    containment,
+    normalize_tokens,
+)
 from offline_scorer.scorers._judge_reads import read_features
-from offline_scorer.scorers._similarity_read import analysis_from, item_features
+from offline_scorer.scorers._similarity_read import analysis_from
 from offline_scorer.scorers._similarity_score import expected_similarity_score, similarity_score
 from offline_scorer.scorers._split import aliases_of, split_answer, split_reference
 from offline_scorer.scorers._verdicts import (
     RELEVANCY_LABELS,
-    GatedModel,
     LogisticModel,
+    ReadSpec,
+    ScorerModel,
+    Stamp,
     best_label,
-    relevancy_evidence,
-    similarity_evidence,
+    relevancy_inputs,
+    similarity_inputs,
+    template_sha256,
 )
 
 __all__ = [
     "AnswerSimilarityOptions",
-    "GatedModel",
     "LogisticModel",
     "LoopRow",
     "PerRowSchemaProcessor",
     "REFUSAL",
+    "RELEVANCY_INPUTS",
     "RELEVANCY_LABELS",
+    "ReadSpec",
+    "SIMILARITY_INPUTS",
     "SchemaCompiler",
+    "ScorerModel",
     "SentenceLimit",
+    "Stamp",
     "aliases_of",
     "analysis_from",
     "best_label",
@@ -99,7 +113,6 @@ __all__ = [
     "eos_ids",
     "expected_relevancy_score",
     "expected_similarity_score",
-    "item_features",
     "join_prefill",
     "loop_decode",
     "model_folder",
@@ -108,16 +121,17 @@ __all__ = [
     "pick_device",
     "quiet_transformers",
     "read_features",
-    "relevancy_evidence",
+    "relevancy_inputs",
     "relevancy_score",
     "render_prompt",
     "schema_text",
     "schemas_per_prompt",
     "shared_embedder",
-    "similarity_evidence",
+    "similarity_inputs",
     "similarity_score",
     "split_answer",
     "split_reference",
+    "template_sha256",
     "token_f1",
     "unpack_bits",
     "use_prompt_folder",

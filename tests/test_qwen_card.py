@@ -22,8 +22,8 @@ pytestmark = pytest.mark.slow
 # Per card: the least score of a paraphrase of the reference, the most of a wrong capital,
 # each the measured figure with a margin of 0.05 for another processor's arithmetic.
 OBVIOUS_SIMILARITY = {
-    "qwen2.5-coder-1.5b-instruct": (0.89, 0.05),
-    "qwen2.5-coder-0.5b-instruct": (0.83, 0.33),
+    "qwen2.5-coder-1.5b-instruct": (0.93, 0.18),
+    "qwen2.5-coder-0.5b-instruct": (0.89, 0.29),
 }
 
 
@@ -48,8 +48,9 @@ def qwen(request: pytest.FixtureRequest) -> TransformersJudge:
 
 
 def relevancy(question: str, statement: str) -> list[dict[str, str]]:
-    variables = {"input": question, "statement": statement}
-    return render_prompt("answer-relevancy", "en", "verdict", variables)
+    """The card's relevancy read of a one-statement answer (the statement is the answer)."""
+    variables = {"input": question, "output": statement, "statement": statement}
+    return render_prompt("answer-relevancy", "en", "context", variables)
 
 
 def similarity(reference: str, answer: str) -> list[dict[str, str]]:
@@ -73,13 +74,17 @@ def test_label_reads_of_obvious_pairs(qwen: TransformersJudge) -> None:
         # Real log-probabilities of labels that exclude each other: together at most 1.
         assert 0 < sum(math.exp(value) for value in scores.logprobs) <= 1 + 1e-3
     if qwen.model_id == "qwen2.5-coder-0.5b-instruct":
-        # The 0.5B leans to "no" (measured P(yes) 0.39 on topic, 0.17 off topic, argmax "no"
-        # for both): the order is right, which is why its card reads no statement for
-        # relevancy (the embedded card's model) and asks one yes/no question for similarity.
+        # The 0.5B leans to "no": the order is right, which is why its card reads no
+        # statement for relevancy (the embedded card's model) and asks one yes/no question
+        # for similarity.
         on_yes, off_yes = on_topic.value.probabilities["yes"], off_topic.value.probabilities["yes"]
         assert on_yes >= off_yes + 0.1
     else:
-        assert on_topic.value.best == "yes" and off_topic.value.best == "no"
+        # Measured: P(yes) 0.98 on topic; off topic 0.33 / 0.38 / 0.29 (yes / unsure / no):
+        # read as part of an answer, a lone off-topic statement leaves the 1.5B unsure (the
+        # card's verdict model weighs that read with the evidence: the row scores 0.08).
+        assert on_topic.value.best == "yes"
+        assert off_topic.value.probabilities["yes"] <= on_topic.value.probabilities["yes"] - 0.5
     match_labels = ["exact", "semantic", "partial", "missing"]
     same, wrong = qwen.score_labels(
         [
@@ -120,11 +125,8 @@ def test_the_cards_default_scorers_on_obvious_rows(qwen: TransformersJudge) -> N
         output="The capital of Italy is Milan.",
         ground_truth="Rome is the capital of Italy.",
     )
-    # benchmarks/obvious_pairs.py: the 1.5B card 0.94 and 0.00 in bfloat16 (the issue's
-    # targets: >= 0.85 and <= 0.35; 0.94 and 0.35 before its own sentence-pair model with
-    # the swapped-name features, 2026-12-07); the 0.5B card 0.88 and 0.28 (both sentence
-    # pairs go to the embedded card's sentence-pair model, copied; 0.80 and 0.40 with its
-    # own read).
+    # Measured in bfloat16: the 1.5B card 0.98 and 0.13, the 0.5B card 0.94 and 0.24 (the
+    # targets: >= 0.85 and <= 0.35), each card's one similarity model with its own read.
     paraphrase_at_least, wrong_at_most = OBVIOUS_SIMILARITY[qwen.model_id]
     assert paraphrase.score >= paraphrase_at_least and wrong.score <= wrong_at_most
     assert wrong.score <= paraphrase.score - 0.3

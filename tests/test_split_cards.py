@@ -253,15 +253,13 @@ def test_the_shipped_qwen_cards_are_consistent(
         assert re.fullmatch(rf".+-part{number}", part.package)
         assert part.file == f"data/part{number:02d}.bin"
     assert card.license == "Apache-2.0"
-    # Each card's verdict model reads its judge; loading it checks the file's sha256.
+    # Each card's similarity model reads its own judge's whole-item read (fitted on that
+    # judge's reads); loading it checks the file's sha256 and its stamp.
     verdicts = load_verdict_models(card)
-    assert verdicts is not None and verdicts.models.judge == name  # fitted on its own reads
-    models = verdicts.models
-    assert any(f.startswith("match_") for f in models.similarity.features)
-    # Relevancy is the embedded card's model on both cards (no read; RESULTS.md).
-    embedded = load_verdict_models(EMBEDDED)
-    assert embedded is not None and models.relevancy == embedded.models.relevancy
-    assert not any(f.startswith("read_") for f in models.relevancy.features)
+    assert verdicts is not None and verdicts.card == name
+    assert verdicts.sources["similarity"] == name
+    assert verdicts.similarity.read is not None and "read_no" in verdicts.similarity.inputs
+    assert verdicts.similarity.stamp.backend == "transformers"
     assert card.extraction == "split"  # the verdict model was fitted on split units
     assert source.install == f'pip install "offline-scorer[{extra}]"'
     with (ROOT / "pyproject.toml").open("rb") as handle:

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import offline_scorer.toolkit as toolkit
-from tools.fit_verdicts import differences
+from tools.fit import _differences
 from tools.verdict_training import dumps_params, fit, penalised_loss, predict_proba
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -186,179 +186,40 @@ def test_fit_is_deterministic() -> None:
 def test_the_slice_check_compares_the_numbers() -> None:
     params, *_ = fit_of()
     shipped = json.loads(dumps_params(params))
-    assert differences(shipped, json.loads(dumps_params(params))) == []
+    assert _differences("m", shipped, json.loads(dumps_params(params)), 1e-3) == []
     changed = json.loads(dumps_params(params))
-    changed["weights"][2][1] += 1e-5
-    assert differences(shipped, changed, "m") == [
-        f"m.weights[2][1]: {shipped['weights'][2][1]!r} in the file, "
-        f"{changed['weights'][2][1]!r} refitted"
+    changed["weights"][2][1] *= 1.01
+    assert _differences("m", shipped, changed, 1e-3) == [
+        f"m.weights[2][1]: {shipped['weights'][2][1]!r} != {changed['weights'][2][1]!r}"
     ]
     changed = {**shipped, "features": ["a", "b", "c", "e"]}
-    assert differences(shipped, changed, "m") == ["m.features[3]: 'd' in the file, 'e' refitted"]
-    assert differences(shipped, {**shipped, "solver": "x"}, "m") == [
-        "m.solver: only in one of them"
+    assert _differences("m", shipped, changed, 1e-3) == ["m.features[3]: 'd' != 'e'"]
+    assert _differences("m", shipped, {**shipped, "solver": "x"}, 1e-3) == [
+        f"m: keys {sorted(shipped)} != {sorted({**shipped, 'solver': 'x'})}"
     ]
+
+
+def test_every_declared_model_has_at_most_ten_inputs_each_a_candidate() -> None:
+    """tools/fit.toml: at most ten inputs per model, each an input the scorers compute."""
+    import tomllib
+
+    config = tomllib.loads((ROOT / "tools" / "fit.toml").read_text(encoding="utf-8"))
+    known = {
+        "relevancy": {*toolkit.RELEVANCY_INPUTS, "cos", "answer_cos", "answer_len"},
+        "similarity": {*toolkit.SIMILARITY_INPUTS, "cos"},
+    }
+    for card, scorers in config["cards"].items():
+        for scorer, entry in scorers.items():
+            if "same_as" in entry:
+                assert entry["same_as"] in config["cards"], card
+                continue
+            inputs = entry["inputs"]
+            assert 1 <= len(inputs) <= 10, (card, scorer)
+            reads = {f"read_{label}" for label in entry.get("read", {}).get("labels", [])}
+            assert set(inputs) <= known[scorer] | reads, (card, scorer)
 
 
 def test_fit_needs_every_class() -> None:
     X, y, _ = synthetic_problem()
     with pytest.raises(ValueError, match="no example of class"):
         fit(X[y != 1], y[y != 1], ["a", "b", "c", "d"], CLASSES)
-
-
-def test_the_gated_fit_routes_its_rows_as_the_scorer_routes_them() -> None:
-    """The written model sends exactly the rows ``sentence_rows`` picks to its sentence
-    model at run time (``GatedModel``), and of those the rows ``sentence_pair_rows`` picks
-    to its model of sentence pairs; the sentence model is fitted on the rows past the
-    training gate (five words or more), which the run-time gate contains, and the pair
-    model on the rows past both run-time gates, with their own source weights."""
-    from tools.fit_verdicts import (
-        REL_FEATURES_ALL,
-        SENTENCE_GATE,
-        SENTENCE_PAIR_GATE,
-        SENTENCE_TRAINING_GATE,
-        SIM_FEATURES_ALL,
-        fit_models,
-        sentence_pair_rows,
-        sentence_rows,
-    )
-
-    rng = np.random.default_rng(7)
-    Xr = rng.normal(size=(90, len(REL_FEATURES_ALL)))
-    yr = np.arange(90) % 3
-    n = 400
-    Xs = rng.normal(size=(n, len(SIM_FEATURES_ALL)))
-    Xs[:, SIM_FEATURES_ALL.index("min_tokens")] = rng.integers(0, 9, size=n)
-    Xs[:, SIM_FEATURES_ALL.index("sentence_words")] = rng.integers(0, 9, size=n)
-    Xs[:, SIM_FEATURES_ALL.index("reference_words")] = rng.integers(1, 45, size=n)
-    Xs[:, SIM_FEATURES_ALL.index("answer_words")] = rng.integers(1, 45, size=n)
-    ys = np.arange(n) % 4
-    weights = np.where(np.arange(n) % 10 == 0, 0.0, 1.0)  # a source weighted 0 is left out
-    pair_weights = np.where(np.arange(n) % 3 == 0, 3.0, weights)
-    _, written = fit_models(Xr, yr, Xs, ys, sentences=(Xs, ys, weights, pair_weights))
-    model = toolkit.GatedModel.model_validate(json.loads(dumps_params(written)))
-    assert [c.model_dump(exclude_none=True) for c in model.when] == SENTENCE_GATE
-    inner = model.model
-    assert isinstance(inner, toolkit.GatedModel)
-    assert [c.model_dump(exclude_none=True) for c in inner.when] == SENTENCE_PAIR_GATE
-    rows, pairs = sentence_rows(Xs), sentence_pair_rows(Xs)
-    assert 0 < pairs.sum() < rows.sum() < len(rows)
-    assert not (pairs & ~rows).any()
-    # some rows get past the gate only as short sentences (the any_of condition)
-    short = Xs[:, SIM_FEATURES_ALL.index("min_tokens")] < 5
-    assert (rows & short).any()
-    for x, past, pair in zip(Xs, rows, pairs, strict=True):
-        values = dict(zip(SIM_FEATURES_ALL, x.tolist(), strict=True))
-        assert all(c.holds(values) for c in model.when) == past
-        chosen = (inner.model if pair else inner.otherwise) if past else model.otherwise
-        assert model.probabilities(values) == chosen.probabilities(values)
-    trained = sentence_rows(Xs, SENTENCE_TRAINING_GATE) & (weights > 0)
-    assert 0 < trained.sum() < (rows & (weights > 0)).sum()
-    assert not (trained & ~rows).any()
-    # the rows past the run-time gate only (short sentences) do not enter the sentence
-    # model's fit, nor the rows off both gates the pair model's: left out, each is the same
-    _, without = fit_models(
-        Xr,
-        yr,
-        Xs,
-        ys,
-        sentences=(Xs, ys, np.where(trained, weights, 0), np.where(pairs, pair_weights, 0)),
-    )
-    assert without["model"] == written["model"]
-    # the pair model weighs its rows with its own weights, the sentence model does not
-    _, even = fit_models(Xr, yr, Xs, ys, sentences=(Xs, ys, weights, weights))
-    assert even["model"]["otherwise"] == written["model"]["otherwise"]
-    assert even["model"]["model"] != written["model"]["model"]
-    # without a sentence pool the model is the plain logistic one, as shipped
-    _, plain = fit_models(Xr, yr, Xs, ys)
-    assert toolkit.LogisticModel.model_validate(json.loads(dumps_params(plain))).features
-
-
-def test_the_demo_sentence_pairs_reach_the_shipped_sentence_pair_model() -> None:
-    """The paraphrase and the wrong capital that `--cv` scores each candidate fit on
-    (OBVIOUS_PAIRS) are rows the sentence-pair model judges: they pass both gates of the
-    tool and of the shipped file (real MiniLM features)."""
-    from tools.fit_verdicts import (
-        EMBEDDER,
-        OUT,
-        SENTENCE_PAIR_GATE,
-        SIM_FEATURES_ALL,
-        obvious_matrix,
-        sentence_pair_rows,
-    )
-
-    X = obvious_matrix(toolkit.shared_embedder(EMBEDDER))
-    assert X.shape == (2, len(SIM_FEATURES_ALL))
-    assert sentence_pair_rows(X).all()
-    shipped = toolkit.GatedModel.model_validate(
-        json.loads(OUT.read_text(encoding="utf-8"))["similarity"]
-    )
-    inner = shipped.model
-    assert isinstance(inner, toolkit.GatedModel)
-    assert [c.model_dump(exclude_none=True) for c in inner.when] == SENTENCE_PAIR_GATE
-    for x in X:
-        values = dict(zip(SIM_FEATURES_ALL, x.tolist(), strict=True))
-        assert shipped.holds(values) and inner.holds(values)
-
-
-def test_the_forum_gate_routes_relevancy_by_the_answer_s_words() -> None:
-    """With a forum pool, the relevancy model is gated on the whole answer's words: answers
-    of at least FORUM_WORDS go to a model of FORUM_FEATURES fitted on the forum pool's rows
-    of weight above 0 (a row weighted 0 changes nothing), shorter ones to the ungated model,
-    which is the one fitted without the forum pool, number for number."""
-    from tools.fit_verdicts import (
-        FORUM_FEATURES,
-        FORUM_GATE,
-        FORUM_WORDS,
-        REL_FEATURES_ALL,
-        SIM_FEATURES_ALL,
-        fit_models,
-    )
-
-    rng = np.random.default_rng(11)
-    Xr = rng.normal(size=(90, len(REL_FEATURES_ALL)))
-    yr = np.arange(90) % 3
-    Xf = np.vstack([Xr, rng.normal(size=(60, len(REL_FEATURES_ALL)))])
-    Xf[:, REL_FEATURES_ALL.index("answer_words")] = rng.integers(0, 9, size=150)
-    yf = np.arange(150) % 3
-    wf = np.where(np.arange(150) % 7 == 0, 0.0, 1.0)
-    Xs = rng.normal(size=(40, len(SIM_FEATURES_ALL)))
-    ys = np.arange(40) % 4
-    plain, _ = fit_models(Xr, yr, Xs, ys)
-    written, _ = fit_models(Xr, yr, Xs, ys, forum=(Xf, yf, wf))
-    model = toolkit.GatedModel.model_validate(json.loads(dumps_params(written)))
-    assert [c.model_dump(exclude_none=True) for c in model.when] == FORUM_GATE
-    assert model.model.features == FORUM_FEATURES
-    assert written["otherwise"] == plain
-    for x in Xf:
-        values = dict(zip(REL_FEATURES_ALL, x.tolist(), strict=True))
-        long_enough = values["answer_words"] >= FORUM_WORDS
-        chosen = model.model if long_enough else model.otherwise
-        assert model.holds(values) == long_enough
-        assert model.probabilities(values) == chosen.probabilities(values)
-    # a row weighted 0 is left out of the fit altogether
-    kept = wf > 0
-    again, _ = fit_models(Xr, yr, Xs, ys, forum=(Xf[kept], yf[kept], wf[kept]))
-    assert again == written
-
-
-def test_relevancy_evidence_carries_the_answer_s_length() -> None:
-    """Each verdict's evidence holds the whole answer's words and their log, which the
-    shipped relevancy gate and its forum model read (real MiniLM)."""
-    import math
-
-    from tools.fit_verdicts import EMBEDDER, OUT, REL_FEATURES_ALL
-
-    answer = "Paris. It is in France and has been the capital for centuries."
-    rows = toolkit.relevancy_evidence(
-        toolkit.shared_embedder(EMBEDDER), "What is the capital of France?", ["Paris.", "x"], answer
-    )
-    for row in rows:
-        assert row["answer_words"] == 12.0
-        assert row["answer_len"] == pytest.approx(math.log1p(12.0))
-        assert set(REL_FEATURES_ALL) <= set(row)
-    shipped = toolkit.GatedModel.model_validate(
-        json.loads(OUT.read_text(encoding="utf-8"))["relevancy"]
-    )
-    assert shipped.holds(rows[0])
-    assert not shipped.holds({**rows[0], "answer_words": 2.0})

@@ -3,26 +3,25 @@
     .venv/bin/python -m tools.read_training --card qwen2.5-coder-1.5b-instruct
     .venv/bin/python -m tools.read_training --card ... --limit 20     # a first look
 
-For a card whose verdict model uses the judge's reads (``tools/fit_verdicts.py --card``),
-every training example needs the label log-probabilities the scorers will read at run
-time: the same shipped verdict prompt (``prompts/<scorer>/en/verdict.jinja``), the same
-labels, the same judge. They take a forward pass each (about 5 s with the 1.5B card in
-float32 on one AVX2 core; the system block is computed once), so they are read once, here, and stored one JSON line per example in
-``tools/reads/<card>.jsonl``: the example's id (a hash of its prompt's variables), the
+For a card whose verdict model takes the judge's read (``tools/fit.toml``), every training
+example needs the label log-probabilities the scorers will read at run time: the same
+shipped prompt, the same labels, the same judge, the same backend. They take a forward pass
+each (about 1.5 s with the 1.5B card in bfloat16 on 2 AVX-512 cores), so they are read
+once, here, and stored one JSON line per example in ``tools/reads/<card>.jsonl`` (float32
+reads) or ``tools/reads/<card>.<dtype>.jsonl``: the example's id (a hash of its texts), the
 kind of read, the labels and their log-probabilities. A refit then takes seconds.
 
 Which examples: those of ``tools/verdict_training.py``, sampled per (source, label) by
 the order of their ids (a hash, so the sample is fixed and unrelated to the file order),
 at most ``--per-stratum`` of each, read rank by rank (every stratum's first example,
-then every stratum's second, ...) so that a stopped run holds a balanced sample. Three kinds of read:
+then every stratum's second, ...) so that a stopped run holds a balanced sample. Two kinds
+of read, each the whole item as the scorer shows it:
 
-* ``pair``: the verdict itself: question x statement (relevancy), reference unit x answer
-  unit (similarity);
-* ``whole``: the whole item, once: question x whole answer, reference x whole answer
-  (a further feature, kept only if grouped CV says it helps);
-* ``match`` (similarity): the whole reference x the whole answer, asked as one yes/no
-  question (``match.jinja``: does the answer say the same thing?), a further feature; read
-  for every sampled example, whether or not its pair read is stored.
+* ``context`` (relevancy, ``context.jinja``): the question, the whole answer, then the
+  statement under judgment;
+* ``match`` (similarity, ``match.jinja``): the question, the whole reference and the whole
+  answer, asked as one yes/no question (does the answer say what the reference says?);
+  the training examples' references are one unit, so none is named.
 
 The run appends as it goes and skips ids already stored, so it can be stopped and resumed;
 it is deterministic (same card, same dtype, same examples: same values, rounded to 4
@@ -62,17 +61,14 @@ MATCH_LABELS = ["yes", "no"]
 # Each kind of read: its template (prompts/answer-<scorer>/en/<template>.jinja), the scorers
 # it applies to.
 KINDS = {
-    "pair": ("verdict", ("relevancy", "similarity")),
-    "whole": ("verdict", ("relevancy", "similarity")),
+    "context": ("context", ("relevancy",)),
     "match": ("match", ("similarity",)),
 }
 
 
 def read_labels(kind: str, scorer: str) -> list[str]:
     """The labels one kind of read scores."""
-    if kind == "match":
-        return MATCH_LABELS
-    return RELEVANCY_LABELS if scorer == "relevancy" else SIMILARITY_LABELS
+    return MATCH_LABELS if kind == "match" else RELEVANCY_LABELS
 
 
 PER_STRATUM = 150
@@ -84,26 +80,52 @@ def log(message: str) -> None:
 
 
 def read_variables(kind: str, scorer: str, example: dict[str, Any]) -> dict[str, str]:
-    """The prompt's variables for one example and one kind of read."""
+    """The prompt's variables for one example and one kind of read, as the scorer renders
+    them at run time (``scorers/_judge_reads.py``)."""
     if kind == "match":
-        # As the scorer shows it at run time: alternative references joined with " / ".
+        # Alternative references joined with " / "; a one-unit reference names no unit.
         reference = example["reference"] or " / ".join(example["aliases"])
         return {
             "question": example.get("question") or "",
             "reference": reference,
             "output": example["answer"] or "",
+            "unit": "",
         }
-    if scorer == "relevancy":
-        statement = example["statement"] if kind == "pair" else example["answer"]
-        return {"input": example["question"] or "", "statement": statement or ""}
-    unit = example["reference"] or "; ".join(example["aliases"])
-    output = example["answer_unit"] if kind == "pair" else example["answer"]
-    return {"ground_truth_unit": unit, "output": output or ""}
+    # The whole answer in view, the statement named after it.
+    return {
+        "input": example["question"] or "",
+        "output": example["answer"] or example["statement"] or "",
+        "statement": example["statement"] or "",
+    }
+
+
+SHIPPED_KIND = {"relevancy": "context", "similarity": "match"}
+"""The kind of read each scorer's card models take."""
+
+
+def shipped_read(scorer: str, example: dict[str, Any]) -> tuple[Any, list[str]]:
+    """The prompt and labels of the read a card's model takes of one example."""
+    kind = SHIPPED_KIND[scorer]
+    variables = read_variables(kind, scorer, example)
+    return render_prompt(f"answer-{scorer}", "en", KINDS[kind][0], variables), read_labels(
+        kind, scorer
+    )
 
 
 def example_id(scorer: str, example: dict[str, Any]) -> str:
-    """A stable id: a hash of what the verdict prompt shows (pair and whole)."""
-    shown = {kind: read_variables(kind, scorer, example) for kind in ("pair", "whole")}
+    """A stable id: a hash of the example's texts (the form the stored reads are keyed by)."""
+    if scorer == "relevancy":
+        question = example["question"] or ""
+        shown = {
+            "pair": {"input": question, "statement": example["statement"] or ""},
+            "whole": {"input": question, "statement": example["answer"] or ""},
+        }
+    else:
+        unit = example["reference"] or "; ".join(example["aliases"])
+        shown = {
+            "pair": {"ground_truth_unit": unit, "output": example["answer_unit"] or ""},
+            "whole": {"ground_truth_unit": unit, "output": example["answer"] or ""},
+        }
     text = json.dumps([scorer, shown], sort_keys=True, ensure_ascii=False)
     return hashlib.sha1(text.encode("utf-8")).hexdigest()[:16]
 
@@ -136,9 +158,11 @@ def sample(examples: list[dict[str, Any]], per_stratum: int) -> list[dict[str, A
     return sorted(chosen.values(), key=lambda e: (e["rank"], e["id"]))
 
 
-def reads_path(card: str, shard: int | None = None) -> Path:
-    """The card's reads file (or one worker's shard of it, merged later)."""
-    return READS / (f"{card}.jsonl" if shard is None else f"{card}.shard-{shard}.jsonl")
+def reads_path(card: str, shard: int | None = None, dtype: str = "float32") -> Path:
+    """The card's reads file in one dtype (or one worker's shard of it, merged later):
+    ``<card>.jsonl`` for float32, ``<card>.<dtype>.jsonl`` for another."""
+    name = card if dtype == "float32" else f"{card}.{dtype}"
+    return READS / (f"{name}.jsonl" if shard is None else f"{name}.shard-{shard}.jsonl")
 
 
 def load_reads(path: Path) -> dict[tuple[str, str, str], dict[str, float]]:
@@ -162,10 +186,10 @@ def _rows(paths: list[Path]) -> Iterator[tuple[Path, dict[str, Any]]]:
                     yield path, row
 
 
-def merge(card: str) -> int:
+def merge(card: str, dtype: str = "float32") -> int:
     """Fold the shards into the card's file, sorted by (scorer, kind, id): one
     deterministic file whatever the workers' order; returns the number of reads."""
-    path = reads_path(card)
+    path = reads_path(card, dtype=dtype)
     shards = sorted(path.parent.glob(f"{path.stem}.shard-*.jsonl"))
     headers = {
         json.dumps(json.loads(p.read_text(encoding="utf-8").splitlines()[0]), sort_keys=True)
@@ -180,19 +204,6 @@ def merge(card: str) -> int:
     for shard in shards:
         shard.unlink()
     return len(rows)
-
-
-def same_examples(
-    chosen: dict[str, list[dict[str, Any]]], card: str
-) -> dict[str, list[dict[str, Any]]]:
-    """The chosen examples whose pair read is stored for ``card``."""
-    path = reads_path(card)
-    if not path.is_file():
-        raise SystemExit(f"--same-examples-as {card}: no reads stored at {path}")
-    stored = {(scorer, key) for scorer, kind, key in load_reads(path) if kind == "pair"}
-    return {
-        scorer: [e for e in rows if (scorer, e["id"]) in stored] for scorer, rows in chosen.items()
-    }
 
 
 def _todo(
@@ -210,16 +221,6 @@ def _todo(
         for _, scorer, example in ranked:
             if (scorer, kind, example["id"]) in done or scorer not in KINDS[kind][1]:
                 continue
-            # A whole-item read is a further feature of an example whose verdict is read:
-            # read it only where the pair read is stored or read in this run. A match read
-            # stands on its own (a similarity model of the evidence and the match read needs
-            # no pair read: tools/fit_card_verdicts.py, MATCH_BASED).
-            if (
-                kind == "whole"
-                and "pair" not in kinds
-                and (scorer, "pair", example["id"]) not in done
-            ):
-                continue
             yield scorer, kind, example
 
 
@@ -230,20 +231,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, default=None)
     parser.add_argument("--train", type=Path, default=TRAIN)
     parser.add_argument("--per-stratum", type=int, default=PER_STRATUM)
-    parser.add_argument("--kinds", nargs="+", choices=sorted(KINDS), default=["pair", "whole"])
+    parser.add_argument("--kinds", nargs="+", choices=sorted(KINDS), default=sorted(KINDS))
     parser.add_argument("--limit", type=int, default=None, help="stop after this many reads")
     parser.add_argument(
         "--skip-sources",
         nargs="*",
         default=[],
         help="read no example of these sources (e.g. those the fit leaves out: cqa sts sts_swap)",
-    )
-    parser.add_argument(
-        "--same-examples-as",
-        default=None,
-        metavar="CARD",
-        help="read only the examples whose pair read is stored for CARD (so that two "
-        "cards' fits compare on the same examples)",
     )
     parser.add_argument(
         "--worker",
@@ -254,18 +248,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--merge", action="store_true", help="fold the shards into the file")
     args = parser.parse_args(argv)
     if args.merge:
-        print(f"{reads_path(args.card)}: {merge(args.card)} reads")
+        dtype = "float32" if args.dtype == "auto" else args.dtype
+        print(f"{reads_path(args.card, dtype=dtype)}: {merge(args.card, dtype)} reads")
         return 0
     worker, workers = (int(v) for v in args.worker.split("/")) if args.worker else (None, 1)
-    out = reads_path(args.card, worker)
+    judge = TransformersJudge(args.card, dtype=args.dtype, threads=args.threads)
+    loaded = judge.load()
+    out = reads_path(args.card, worker, loaded.dtype)
     out.parent.mkdir(parents=True, exist_ok=True)
     chosen = {
         scorer: [e for e in sample(rows, args.per_stratum) if e["source"] not in args.skip_sources]
         for scorer, rows in pool(args.train).items()
     }
-    if args.same_examples_as:
-        chosen = same_examples(chosen, args.same_examples_as)
-    done = set(load_reads(reads_path(args.card)))
+    done = set(load_reads(reads_path(args.card, dtype=loaded.dtype)))
     todo = list(_todo(chosen, args.kinds, done))
     if worker is not None:
         todo = todo[worker::workers]
@@ -276,8 +271,6 @@ def main(argv: list[str] | None = None) -> int:
         f"({', '.join(f'{s} {len(r)}' for s, r in chosen.items())}); {len(done)} reads stored, "
         f"{len(todo)} to do"
     )
-    judge = TransformersJudge(args.card, dtype=args.dtype, threads=args.threads)
-    loaded = judge.load()
     if not out.is_file() or out.stat().st_size == 0:
         header = {"card": args.card, "dtype": loaded.dtype, "fingerprint": loaded.fingerprint}
         out.write_text(json.dumps(header) + "\n", encoding="utf-8")

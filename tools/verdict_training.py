@@ -1,4 +1,4 @@
-"""Training data and fitting for the verdict models (used by tools/fit_verdicts.py).
+"""Training data and fitting for the verdict models (used by tools/fit.py).
 
 Examples come from ``../shared/train-data/`` only (never eval-data), built deterministically
 (seeded ``random.Random``, sorted inputs):

@@ -19,7 +19,6 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, create_model
 
-from offline_scorer.judges.embeddings import shared_embedder
 from offline_scorer.pipeline._prompts import render_prompt
 from offline_scorer.pipeline._steps import Parts, PromptStep, Skip, StepContext
 from offline_scorer.scorers._build import ScorerDefinition, scorer_factory
@@ -36,17 +35,11 @@ from offline_scorer.scorers._common import (
     unique_in_order,
 )
 from offline_scorer.scorers._facts import keep_facts
-from offline_scorer.scorers._judge_reads import reads_judge, relevancy_step
+from offline_scorer.scorers._judge_reads import relevancy_step
 from offline_scorer.scorers._modes import ModeOptions, Modes
 from offline_scorer.scorers._split import split_answer
 from offline_scorer.scorers._summaries import relevancy_summary
-from offline_scorer.scorers._verdicts import (
-    RELEVANCY_LABELS,
-    VerdictModels,
-    best_label,
-    ordered,
-    relevancy_evidence,
-)
+from offline_scorer.scorers._verdicts import RELEVANCY_LABELS, best_label, ordered
 
 SCORER_ID = "answer-relevancy-scorer"
 TEMPLATES = "answer-relevancy"
@@ -250,22 +243,6 @@ def _split_statements(ctx: StepContext) -> dict[str, Any]:
     return {"statements": split_answer(ctx.output_text)}
 
 
-def _read_with(models: VerdictModels) -> Any:
-    """The analyze step reading each verdict from the fitted verdict model."""
-
-    def analyze(ctx: StepContext) -> dict[str, Any]:
-        statements = ctx.preprocess_result["statements"]
-        if not statements:
-            return {"results": []}
-
-        evidence = relevancy_evidence(
-            shared_embedder(models.embedder), ctx.input_text, statements, ctx.output_text
-        )
-        return {"results": [_verdict(models.models.relevancy.probabilities(f)) for f in evidence]}
-
-    return analyze
-
-
 def _verdict(probabilities: Mapping[str, float]) -> dict[str, Any]:
     return {
         "result": best_label(probabilities, RELEVANCY_LABELS),
@@ -274,12 +251,14 @@ def _verdict(probabilities: Mapping[str, float]) -> dict[str, Any]:
 
 
 def _render_label_reads(ctx: StepContext) -> Any:
-    """One label-reading prompt per statement (the judge's own label probabilities)."""
+    """One label-reading prompt per statement (the judge's own label probabilities), the
+    whole answer in view and the statement named after it."""
     statements = ctx.preprocess_result["statements"]
     if not statements:
         return Skip({"results": []})
+    shown = {"input": ctx.input_text, "output": ctx.output_text}
     prompts = [
-        render_prompt(TEMPLATES, ctx.language, "verdict", {"input": ctx.input_text, "statement": s})
+        render_prompt(TEMPLATES, ctx.language, "context", {**shown, "statement": s})
         for s in statements
     ]
     return Parts(prompts=prompts, merge=lambda ctx, parts: {"results": parts})
@@ -337,10 +316,8 @@ def _steps(modes: Modes) -> tuple[Any, Any]:
         analyze: Any = PromptStep(
             _render_analyze, schema=_analyze_schema, to_result=_analyze_result
         )
-    elif modes.models is not None and reads_judge(modes.models.models.relevancy):
-        analyze = relevancy_step(modes.models, _verdict)
     elif modes.models is not None:
-        analyze = _read_with(modes.models)
+        analyze = relevancy_step(modes.models.relevancy, _verdict)
     else:
         analyze = PromptStep(
             _render_label_reads,

@@ -37,15 +37,19 @@ from offline_scorer.scorers._common import (
     unique_in_order,
 )
 from offline_scorer.scorers._facts import keep_facts
-from offline_scorer.scorers._judge_reads import reads_judge, similarity_step
+from offline_scorer.scorers._judge_reads import similarity_step
 from offline_scorer.scorers._modes import ModeOptions, Modes
-from offline_scorer.scorers._similarity_read import analysis_from, read_with, render_label_reads
+from offline_scorer.scorers._similarity_read import (
+    analysis_from,
+    render_label_reads,
+    whole_reference,
+)
 from offline_scorer.scorers._similarity_score import (
     expected_similarity_score,
     match_points,
     similarity_score,
 )
-from offline_scorer.scorers._split import split_answer, split_reference
+from offline_scorer.scorers._split import aliases_of, split_answer, split_reference
 from offline_scorer.scorers._summaries import similarity_summary
 from offline_scorer.scorers._verdicts import SIMILARITY_LABELS
 
@@ -383,15 +387,15 @@ def _steps(modes: Modes) -> tuple[Any, Any]:
         analyze: Any = PromptStep(
             _render_analyze, schema=_analyze_schema, to_result=_analyze_result
         )
-    elif modes.models is not None and reads_judge(modes.models.models.similarity):
+    elif modes.models is not None:
         analyze = similarity_step(
-            modes.models,
+            modes.models.similarity,
+            whole_reference,
+            aliases_of,
             lambda ctx, references, answers, table: analysis_from(
                 ctx.options.points(), references, answers, table
             ),
         )
-    elif modes.models is not None:
-        analyze = read_with(modes.models)
     else:
         analyze = PromptStep(render_label_reads, labels=SIMILARITY_LABELS)
     return preprocess, analyze

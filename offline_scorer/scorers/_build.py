@@ -89,6 +89,13 @@ def source_card(source: JudgeSource) -> Any:
     return getattr(source, "model_card", None)
 
 
+def source_backend(source: JudgeSource) -> str | None:
+    """The backend a judge source runs on, when it says (None for replay and fake judges)."""
+    if isinstance(source, LazyJudge):
+        return source.config.backend
+    return getattr(source, "backend", None)
+
+
 def build_scorer(
     definition: ScorerDefinition,
     *,
@@ -111,7 +118,9 @@ def build_scorer(
     options = build_options(definition.options, definition.id, chosen | _unknown(settings))
     check_language(language)
     source = judge_source(judge, model, **settings)
-    modes = resolve_modes(definition.kind, source_card(source), options)
+    modes = resolve_modes(
+        definition.kind, source_card(source), options, language, source_backend(source)
+    )
     options = options.model_copy(
         update={
             "verdicts": modes.verdicts,

@@ -1,18 +1,19 @@
-"""Lexical evidence for the verdict models (pure Python, deterministic).
+"""The inputs of the verdict models: named, pure, deterministic, and computed only when a
+shipped model reads them.
 
-* :func:`relevancy_features` - question x statement: coverage of the question, novelty,
-  answer type (a number for "how many", a name for "who"), refusals, length.
-* :func:`similarity_features` - reference unit x answer unit: token F1, containment both
-  ways, length ratio, the shorter side's word count (``min_tokens``: a gated verdict model
-  judges two whole sentences apart from a short answer; ``sentence_words``, the same count
-  when both sides end as sentences do, else 0), numbers one side lacks, negation
-  mismatch, exact equality, names
-  (capitalised words) one side lacks, a swapped name (each side has one the other lacks),
-  how much the two sides share besides the swapped names (``swap_rest``) and an acronym of
-  the other side's names ("UNEP").
-* :func:`similarity_features_aliases` - the same against the best of several aliases.
+* relevancy (question x statement, in its answer): :data:`RELEVANCY_INPUTS` - coverage of
+  the question, novelty, token F1, answer type (a number for "how many", a name for
+  "who"), refusals, numbers and negation, lengths; plus ``cos`` (sentence-embedding cosine
+  of question and statement), ``answer_cos`` (of question and whole answer) and
+  ``answer_len`` (the whole answer's log word count), computed by
+  ``_verdicts.relevancy_inputs``.
+* similarity (reference unit x answer unit): :data:`SIMILARITY_INPUTS` - token F1,
+  containment both ways, length ratio, numbers one side lacks, negation mismatch, exact
+  equality, the reference's length, a swapped name (each side has one the other lacks)
+  and how much the two sides share besides it (``swap_rest``); plus ``cos``.
 
-``cos`` (a sentence-embedding cosine of the pair) is added as the feature ``cos`` when given.
+Every input is a function of the two texts; a verdict model names the inputs it reads
+(at most ten) and nothing else is computed.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import math
 import re
 import string
 from collections import Counter
+from collections.abc import Callable, Sequence
 
 _ARTICLES = re.compile(r"\b(a|an|the)\b")
 _PUNCT = str.maketrans("", "", string.punctuation)
@@ -330,39 +332,68 @@ def _log_len(text: str) -> float:
     return math.log1p(len(normalize_tokens(text)))
 
 
-def _pair_core(a: str, b: str) -> dict[str, float]:
-    ta, tb = set(content_tokens(a)), set(content_tokens(b))
-    na, nb = numbers(a), numbers(b)
-    la, lb = len(normalize_tokens(a)), len(normalize_tokens(b))
-    return {
-        "tok_f1": token_f1(b, a),
-        "cont_ab": len(ta & tb) / len(ta) if ta else 0.0,  # a covered by b
-        "cont_ba": len(ta & tb) / len(tb) if tb else 0.0,  # b covered by a
-        "len_ratio": math.log((lb + 1) / (la + 1)),
-        "num_miss_ab": float(bool(na - nb)),  # a has a number b lacks
-        "num_miss_ba": float(bool(nb - na)),  # b has a number a lacks
-        "neg_mismatch": float(has_negation(a) != has_negation(b)),
-        "exact": float(normalize_tokens(a) == normalize_tokens(b) and la > 0),
-    }
+def _covered(a: str, b: str) -> float:
+    """Share of a's distinct content tokens found in b (0 when a has none)."""
+    return containment(a, b)
 
 
-def relevancy_features(question: str, statement: str, cos: float | None = None) -> dict[str, float]:
-    f = _pair_core(question or "", statement or "")
-    f["q_cov"] = f.pop("cont_ab")  # question words covered by the statement
-    f["novel"] = 1.0 - f["cont_ba"]  # share of statement content not copied from question
-    f.pop("exact")
-    f["restates_q"] = float(f["novel"] < 0.2 and f["q_cov"] > 0.6)
-    f["type_match"] = _answer_type_match(question or "", statement or "")
-    f["refusal"] = float(bool(_REFUSAL.search(statement or "")))
-    f["stmt_len"] = _log_len(statement or "")
-    f["has_num"] = float(bool(numbers(statement or "")))
-    f["is_question"] = float((statement or "").rstrip().endswith("?"))
-    if cos is not None:
-        f["cos"] = float(cos)
-    return f
+def _number_missing(a: str, b: str) -> float:
+    """1 when ``a`` has a number ``b`` lacks."""
+    return float(bool(numbers(a) - numbers(b)))
 
 
-_ACRONYM = re.compile(r"\b[A-Z]{2,}\b")
+def _negation_mismatch(a: str, b: str) -> float:
+    return float(has_negation(a) != has_negation(b))
+
+
+def _length_ratio(a: str, b: str) -> float:
+    """log((words of b + 1) / (words of a + 1))."""
+    return math.log((len(normalize_tokens(b)) + 1) / (len(normalize_tokens(a)) + 1))
+
+
+Input = Callable[[str, str], float]
+"""One lexical input of a verdict: a function of its two texts."""
+
+RELEVANCY_INPUTS: dict[str, Input] = {
+    # (question, statement)
+    "q_cov": _covered,
+    "novel": lambda q, s: 1.0 - _covered(s, q),
+    "tok_f1": lambda q, s: token_f1(s, q),
+    "len_ratio": _length_ratio,
+    "num_miss_ab": _number_missing,
+    "num_miss_ba": lambda q, s: _number_missing(s, q),
+    "neg_mismatch": _negation_mismatch,
+    "type_match": lambda q, s: _answer_type_match(q, s),
+    "refusal": lambda q, s: float(bool(_REFUSAL.search(s))),
+    "stmt_len": lambda q, s: _log_len(s),
+    "has_num": lambda q, s: float(bool(numbers(s))),
+}
+"""The lexical relevancy inputs by name, each of (question, statement)."""
+
+SIMILARITY_INPUTS: dict[str, Input] = {
+    # (reference unit, answer unit)
+    "tok_f1": lambda r, a: token_f1(a, r),
+    "cont_ab": _covered,
+    "cont_ba": lambda r, a: _covered(a, r),
+    "len_ratio": _length_ratio,
+    "num_miss_ab": _number_missing,
+    "num_miss_ba": lambda r, a: _number_missing(a, r),
+    "neg_mismatch": _negation_mismatch,
+    "exact": lambda r, a: float(
+        bool(normalize_tokens(r)) and normalize_tokens(r) == normalize_tokens(a)
+    ),
+    "ref_len": lambda r, a: _log_len(r),
+    "name_swap": lambda r, a: float(_swapped_names(r, a) is not None),
+    "swap_rest": lambda r, a: _swap_rest(r, a),
+}
+"""The lexical similarity inputs by name, each of (reference unit, answer unit)."""
+
+
+def lexical_inputs(
+    table: dict[str, Input], names: Sequence[str], a: str, b: str
+) -> dict[str, float]:
+    """The named inputs of ``table`` that ``names`` asks for (others are skipped)."""
+    return {name: float(table[name](a or "", b or "")) for name in names if name in table}
 
 
 def _abbreviates(short: str, long: str) -> bool:
@@ -371,87 +402,33 @@ def _abbreviates(short: str, long: str) -> bool:
     return any(acronym in initials for acronym in _ACRONYM.findall(short or ""))
 
 
-def _name_features(reference: str, answer: str) -> dict[str, float]:
-    """A name of one side the other lacks (anywhere, in any case), and both at once.
+_ACRONYM = re.compile(r"\b[A-Z]{2,}\b")
 
-    "Rome is the capital of Italy." vs "The capital of Italy is Milan.": each side has a
-    name the other lacks, a swapped entity (``name_swap``), which token overlap and the
-    embedding cosine of the pair both miss. An acronym of the other side's names ("UNEP"
-    for "United Nations Environment Programme") is the same name, not a missing one.
+
+def _swapped_names(reference: str, answer: str) -> tuple[set[str], set[str]] | None:
+    """The names each side has and the other lacks, when both sides have one (a swapped
+    entity: "Rome is the capital of Italy." against "The capital of Italy is Milan."), which
+    token overlap and the embedding cosine both miss; None otherwise. An acronym of the
+    other side's names ("UNEP" for "United Nations Environment Programme") is the same name.
     """
-    ref_tokens, answer_tokens = set(content_tokens(reference)), set(content_tokens(answer))
-    acronym = _abbreviates(answer, reference) or _abbreviates(reference, answer)
-    # a reference name the answer lacks, and an answer name the reference lacks
-    only_ref = set() if acronym else names(reference) - answer_tokens
-    only_answer = set() if acronym else names(answer) - ref_tokens
-    swap = bool(only_ref and only_answer)
-    return {
-        "acronym": float(acronym),
-        "name_miss_ab": float(bool(only_ref)),
-        "name_miss_ba": float(bool(only_answer)),
-        "name_swap": float(swap),
-        "swap_rest": _rest_f1(ref_tokens - only_ref, answer_tokens - only_answer) if swap else 0.0,
-    }
+    if _abbreviates(answer, reference) or _abbreviates(reference, answer):
+        return None
+    only_ref = names(reference) - set(content_tokens(answer))
+    only_answer = names(answer) - set(content_tokens(reference))
+    return (only_ref, only_answer) if only_ref and only_answer else None
 
 
-def _rest_f1(reference: set[str], answer: set[str]) -> float:
-    """The F1 of two sets of content tokens (0 when either is empty): with the swapped names
-    taken out, how much of the rest the two sides share. A pair that says the same thing of
-    another entity ("The capital of Italy is Milan." against "Rome is the capital of Italy.")
-    shares all of it: 1."""
-    common = len(reference & answer)
+def _swap_rest(reference: str, answer: str) -> float:
+    """With the swapped names taken out, the F1 of the two sides' other content tokens (0
+    when no name is swapped): a pair that says the same thing of another entity shares all
+    of it, 1."""
+    swapped = _swapped_names(reference, answer)
+    if swapped is None:
+        return 0.0
+    ref = set(content_tokens(reference)) - swapped[0]
+    ans = set(content_tokens(answer)) - swapped[1]
+    common = len(ref & ans)
     if common == 0:
         return 0.0
-    precision, recall = common / len(answer), common / len(reference)
+    precision, recall = common / len(ans), common / len(ref)
     return 2 * precision * recall / (precision + recall)
-
-
-# How a sentence ends, once closing quotes and brackets are set aside.
-_SENTENCE_END = re.compile(r"""[.!?:;\u2026]["'\u2019\u201d)\]]*\s*$""")
-
-
-def is_sentence(text: str) -> bool:
-    """Whether ``text`` ends as a sentence does ("It's not a good idea.", "Try this:"), which
-    a short answer taken from a text ("June 24, 1983", "the American Civil War") rarely does."""
-    return bool(_SENTENCE_END.search(text or ""))
-
-
-def similarity_features(reference: str, answer: str, cos: float | None = None) -> dict[str, float]:
-    f = _pair_core(reference or "", answer or "")
-    f["ref_len"] = _log_len(reference or "")
-    f["min_tokens"] = float(
-        min(len(normalize_tokens(reference or "")), len(normalize_tokens(answer or "")))
-    )
-    both = is_sentence(reference or "") and is_sentence(answer or "")
-    f["sentence_words"] = f["min_tokens"] if both else 0.0
-    f.update(_name_features(reference or "", answer or ""))
-    f["ref_list"] = float("/" in (reference or ""))
-    if cos is not None:
-        f["cos"] = float(cos)
-    return f
-
-
-def similarity_features_aliases(
-    aliases: list[str], answer: str, cosines: list[float] | None = None
-) -> dict[str, float]:
-    """Features against the best-matching alias (max of cont_ab + tok_f1 + cos).
-
-    ``min_tokens`` is the exception: the shorter side's word count over every alias, so a
-    reference with a short alternative ("Scottish post-punk band Orange Juice / Orange
-    Juice") counts as a short answer, whichever alias matched best.
-    """
-    if not aliases:
-        return similarity_features("", answer, 0.0 if cosines is not None else None)
-    scored = [
-        similarity_features(alias, answer, None if cosines is None else cosines[i])
-        for i, alias in enumerate(aliases)
-    ]
-    best = max(
-        range(len(scored)),
-        key=lambda i: (scored[i]["cont_ab"] + scored[i]["tok_f1"] + scored[i].get("cos", 0.0), -i),
-    )
-    return {
-        **scored[best],
-        "min_tokens": min(f["min_tokens"] for f in scored),
-        "sentence_words": min(f["sentence_words"] for f in scored),
-    }

@@ -1,30 +1,22 @@
-"""Verdict models that also read the judge: its label probabilities as evidence.
+"""The analyze step of a card's verdict model: its inputs, the judge's read among them.
 
-A card whose judge follows instructions (the Qwen2.5-Coder cards) ships a verdict model
-whose features include the judge's own reads, of two kinds, each the shipped verdict prompt
-(``prompts/<scorer>/<language>/verdict.jinja``) followed by the log-probability of each
-label, renormalised over the labels and floored at :data:`LOGPROB_FLOOR`:
+One verdict model per card and scorer (``_verdicts.ScorerModel``) turns each verdict's
+inputs into label probabilities. Most inputs are cheap evidence (``_features.py``, the
+sentence-embedding cosines); a model with a ``read`` also takes the judge's own label
+probabilities, ``read_<label>``, from one prompt per verdict that shows the whole item and
+names the part under judgment:
 
-* the pair read (``read_<label>``): question x statement, or reference unit x answer unit;
-  one forward pass per verdict;
-* the whole-item read (``whole_<label>``): question x whole answer, or whole reference x
-  whole answer; one forward pass per item, whatever its length, shared by its verdicts;
-* the match read (``match_yes``, ``match_no``; similarity): the whole reference against the
-  whole answer asked as one yes/no question (``prompts/answer-similarity/<language>/
-  match.jinja``: does the answer say the same thing?); one forward pass per item. A small
-  judge tells a wrong fact from a paraphrase far better this way than by grading the
-  reference's units on four labels.
+* relevancy (``prompts/answer-relevancy/<language>/context.jinja``): the question, the
+  whole answer, then the statement to judge;
+* similarity (``prompts/answer-similarity/<language>/match.jinja``): the question, the whole
+  reference, the whole answer (does the answer say what the reference says?), then, when
+  the reference has several units, the unit to judge; a one-unit reference is asked as the
+  whole item, so its read is the item's.
 
-A model uses any of these kinds; a run reads only what its model uses. A gated similarity
-model whose gate reads only item features (``_similarity_read.item_features``: the word
-counts of the whole reference and the whole answer) picks one of its two models per item,
-and the item is read as that model needs (:func:`for_item`). The fitted regression weighs
-them against the lexical and embedding evidence, so the model's knowledge counts where it
-helps and the cheap evidence where the model is unsure (``tools/fit_card_verdicts.py``
-fits it on train-data reads stored by ``tools/read_training.py``).
-
-Each read costs one forward pass over its own tokens (the prompt's system block is computed
-once, see ``judges/transformers/_labels.py``).
+The part under judgment comes last, in a message of its own, so every read of one item
+starts with the same tokens, which the judge computes once per item
+(``judges/transformers/_labels.py``): a further statement costs its own few tokens. A model
+without a read makes no judge call.
 """
 
 from __future__ import annotations
@@ -36,30 +28,22 @@ from typing import Any
 from offline_scorer.judges.embeddings import shared_embedder
 from offline_scorer.pipeline._prompts import render_prompt
 from offline_scorer.pipeline._steps import Parts, PromptStep, Skip, StepContext
-from offline_scorer.scorers._similarity_read import (
-    item_features,
-    unit_evidence,
-    whole_reference,
-)
 from offline_scorer.scorers._verdicts import (
     RELEVANCY_LABELS,
     SIMILARITY_LABELS,
-    GatedModel,
-    VerdictModel,
-    VerdictModels,
-    relevancy_evidence,
+    Cosine,
+    ScorerModel,
+    relevancy_inputs,
+    similarity_inputs,
 )
 
 READ_PREFIX = "read_"
-WHOLE_PREFIX = "whole_"
-MATCH_PREFIX = "match_"
-MATCH_LABELS = ("yes", "no")
-# A label the judge all but rules out weighs like this one (the features stay bounded).
+# A label the judge all but rules out weighs like this one (the inputs stay bounded).
 LOGPROB_FLOOR = -12.0
 
 
 def read_features(labels: Sequence[str], logprobs: Sequence[float]) -> dict[str, float]:
-    """The judge's read as features: each label's log-probability renormalised over the
+    """The judge's read as inputs: each label's log-probability renormalised over the
     labels (so they do not depend on how likely the judge was to answer with a label at
     all), floored at :data:`LOGPROB_FLOOR`.
 
@@ -75,178 +59,95 @@ def read_features(labels: Sequence[str], logprobs: Sequence[float]) -> dict[str,
     }
 
 
-def whole_features(
-    labels: Sequence[str], logprobs: Sequence[float], prefix: str = WHOLE_PREFIX
-) -> dict[str, float]:
-    """A whole-item read as features: :func:`read_features` named ``<prefix><label>``
-    (``whole_`` for the verdict prompt, ``match_`` for the yes/no question)."""
-    return {
-        prefix + name.removeprefix(READ_PREFIX): value
-        for name, value in read_features(labels, logprobs).items()
-    }
+def embedder_of(model: ScorerModel) -> Cosine | None:
+    """The sentence embedder the model's cosines need (None when it reads none)."""
+    return shared_embedder(model.embedder) if model.embedder else None
 
 
-def reads_judge(model: VerdictModel) -> bool:
-    """Whether a fitted model needs the judge's reads (of any kind)."""
-    return _pair_reads(model) or _whole_read(model) or _match_read(model)
+def _template(model: ScorerModel) -> tuple[str, str]:
+    assert model.read is not None
+    scorer, step = model.read.template.split("/")
+    return scorer, step
 
 
-def _uses(model: VerdictModel, prefix: str) -> bool:
-    return any(name.startswith(prefix) for name in model.features)
-
-
-def _pair_reads(model: VerdictModel) -> bool:
-    return _uses(model, READ_PREFIX)
-
-
-def _whole_read(model: VerdictModel) -> bool:
-    return _uses(model, WHOLE_PREFIX)
-
-
-def _match_read(model: VerdictModel) -> bool:
-    return _uses(model, MATCH_PREFIX)
-
-
-def for_item(model: VerdictModel, item: dict[str, float]) -> VerdictModel:
-    """The model that judges every verdict of an item: for a gated model whose conditions
-    read only item features, the one its gate picks; any other model as it is."""
-    if isinstance(model, GatedModel) and all(f in item for f in model.features_of_gate):
-        return for_item(model.model if model.holds(item) else model.otherwise, item)
-    return model
-
-
-def _split_reads(
-    model: VerdictModel, parts: list[Any], labels: Sequence[str]
-) -> tuple[list[Any], dict[str, float]]:
-    """The pair reads, and the features of the item's whole reads, of a step's parts (the
-    whole-item read, then the match read, each when the model uses it, are the last parts)."""
-    whole: dict[str, float] = {}
-    if _match_read(model):
-        *parts, match = parts
-        whole = whole_features(MATCH_LABELS, match.logprobs, MATCH_PREFIX)
-    if _whole_read(model):
-        *parts, item = parts
-        whole = {**whole_features(labels, item.logprobs), **whole}
-    return parts, whole
-
-
-def relevancy_step(models: VerdictModels, verdict: Callable[[dict[str, float]], Any]) -> Any:
-    """The analyze step: the reads the model uses (one per statement, one of the whole
-    answer), combined with the evidence."""
-    model = models.models.relevancy
+def relevancy_step(model: ScorerModel, verdict: Callable[[dict[str, float]], Any]) -> Any:
+    """The analyze step: one verdict per statement from the model's inputs (one judge read
+    per statement when the model takes the read)."""
 
     def render(ctx: StepContext) -> Any:
         statements = ctx.preprocess_result["statements"]
         if not statements:
             return Skip({"results": []})
-        shown = statements if _pair_reads(model) else []
-        if _whole_read(model):
-            shown = [*shown, ctx.output_text]
+        if model.read is None:
+            return Skip(merge(ctx, []))
+        scorer, step = _template(model)
+        shown = {"input": ctx.input_text, "output": ctx.output_text}
         prompts = [
-            render_prompt(
-                "answer-relevancy",
-                ctx.language,
-                "verdict",
-                {"input": ctx.input_text, "statement": statement},
-            )
-            for statement in shown
+            render_prompt(scorer, ctx.language, step, {**shown, "statement": statement})
+            for statement in statements
         ]
         return Parts(prompts=prompts, merge=merge)
 
     def merge(ctx: StepContext, parts: list[Any]) -> dict[str, Any]:
         statements = ctx.preprocess_result["statements"]
-        evidence = relevancy_evidence(
-            shared_embedder(models.embedder), ctx.input_text, statements, ctx.output_text
+        rows = relevancy_inputs(
+            model.inputs, embedder_of(model), ctx.input_text, statements, ctx.output_text
         )
-        reads, whole = _split_reads(model, parts, RELEVANCY_LABELS)
-        results = []
-        for index, features in enumerate(evidence):
-            if reads:
-                scores = reads[index]
-                features = {**features, **read_features(scores.labels, scores.logprobs)}
-            results.append(verdict(model.probabilities({**features, **whole})))
-        return {"results": results}
+        for row, read in zip(rows, parts, strict=False):
+            row.update(read_features(read.labels, read.logprobs))
+        return {"results": [verdict(model.model.probabilities(row)) for row in rows]}
 
-    return PromptStep(render, labels=RELEVANCY_LABELS)
+    labels = tuple(model.read.labels) if model.read else RELEVANCY_LABELS
+    return PromptStep(render, labels=labels)
 
 
 def similarity_step(
-    models: VerdictModels,
+    model: ScorerModel,
+    reference_text: Callable[[Any], str],
+    aliases: Callable[[str], list[str]],
     analysis: Callable[
         [StepContext, list[str], list[str], list[list[dict[str, float]]]], dict[str, Any]
     ],
 ) -> Any:
-    """The analyze step: the reads the model uses (one per (reference unit, answer unit),
-    one of the whole reference against the whole answer), with the evidence;
-    ``analysis(context, references, answers, table)`` turns the probability table (one row
-    per reference unit, one cell per answer unit) into matches."""
-    gated = models.models.similarity
-
-    def chosen(ctx: StepContext) -> tuple[dict[str, float], VerdictModel]:
-        """The item's features and the model that judges it."""
-        item = item_features(ctx.ground_truth, ctx.output_text)
-        return item, for_item(gated, item)
-
-    def pairs(ctx: StepContext, model: VerdictModel) -> list[tuple[int, int]]:
-        if not _pair_reads(model):
-            return []
-        units = ctx.preprocess_result
-        return [
-            (i, j)
-            for i in range(len(units["ground_truth_units"]))
-            for j in range(len(units["output_units"]))
-        ]
+    """The analyze step: the probability table (one row per reference unit, one cell per
+    answer unit) from the model's inputs, one judge read per reference unit when the model
+    takes the read; ``analysis(context, references, answers, table)`` turns it into matches.
+    ``reference_text`` gives the whole reference as the read shows it, ``aliases`` a unit's
+    alternatives."""
 
     def render(ctx: StepContext) -> Any:
         units = ctx.preprocess_result
         references, answers = units["ground_truth_units"], units["output_units"]
         if not references or not answers:
             return Skip(analysis(ctx, references, answers, [[] for _ in references]))
-        _, model = chosen(ctx)
-        prompts = [
-            render_prompt(
-                "answer-similarity",
-                ctx.language,
-                "verdict",
-                {"ground_truth_unit": references[i], "output": answers[j]},
-            )
-            for i, j in pairs(ctx, model)
-        ]
-        reference = whole_reference(ctx.ground_truth)
-        if _whole_read(model):
-            shown = {"ground_truth_unit": reference, "output": ctx.output_text}
-            prompts.append(render_prompt("answer-similarity", ctx.language, "verdict", shown))
-        labels: list[tuple[str, ...]] = [SIMILARITY_LABELS] * len(prompts)
-        if _match_read(model):
-            shown = {
-                "question": ctx.input_text,
-                "reference": reference,
-                "output": ctx.output_text,
-            }
-            prompts.append(render_prompt("answer-similarity", ctx.language, "match", shown))
-            labels.append(MATCH_LABELS)
-        if not prompts:  # the gate chose a model that reads nothing: no judge call
+        if model.read is None:
             return Skip(merge(ctx, []))
-        return Parts(prompts=prompts, merge=merge, labels=labels)
+        scorer, step = _template(model)
+        shown = {
+            "question": ctx.input_text,
+            "reference": reference_text(ctx.ground_truth),
+            "output": ctx.output_text,
+        }
+        # A one-unit reference is judged as the whole item (no unit named).
+        named = references if len(references) > 1 else [""]
+        prompts = [
+            render_prompt(scorer, ctx.language, step, {**shown, "unit": unit}) for unit in named
+        ]
+        return Parts(prompts=prompts, merge=merge)
 
     def merge(ctx: StepContext, parts: list[Any]) -> dict[str, Any]:
         units = ctx.preprocess_result
         references, answers = units["ground_truth_units"], units["output_units"]
-        evidence = unit_evidence(models, ctx)
-        item, model = chosen(ctx)
-        pair_parts, whole = _split_reads(model, parts, SIMILARITY_LABELS)
-        whole = {**item, **whole}
-        reads = dict(zip(pairs(ctx, model), pair_parts, strict=True))
+        groups = [aliases(unit) or [unit] for unit in references]
+        table = similarity_inputs(model.inputs, embedder_of(model), groups, answers)
+        if parts:
+            reads = parts if len(parts) == len(references) else parts * len(references)
+            for row, read in zip(table, reads, strict=True):
+                extra = read_features(read.labels, read.logprobs)
+                for cell in row:
+                    cell.update(extra)
+        probabilities = [[model.model.probabilities(cell) for cell in row] for row in table]
+        return analysis(ctx, references, answers, probabilities)
 
-        def features(i: int, j: int, cell: dict[str, float]) -> dict[str, float]:
-            if (i, j) in reads:
-                cell = {**cell, **read_features(reads[i, j].labels, reads[i, j].logprobs)}
-            return {**cell, **whole}
-
-        table = [
-            [model.probabilities(features(i, j, cell)) for j, cell in enumerate(row)]
-            for i, row in enumerate(evidence)
-        ]
-        return analysis(ctx, references, answers, table)
-
-    return PromptStep(render, labels=SIMILARITY_LABELS)
+    labels = tuple(model.read.labels) if model.read else SIMILARITY_LABELS
+    return PromptStep(render, labels=labels)

@@ -23,7 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from offline_scorer._exceptions import ConfigurationError
 from offline_scorer.judges._cards import ModelCard
-from offline_scorer.scorers._verdicts import VerdictModels, load_verdict_models
+from offline_scorer.scorers._verdicts import VerdictModels, check_stamp, load_verdict_models
 
 VerdictsMode = Literal["auto", "read", "generate"]
 ScoringMode = Literal["auto", "hard", "expected"]
@@ -64,27 +64,36 @@ class ModeOptions(BaseModel):
     )
 
 
-def resolve_modes(scorer: str, card: ModelCard | None, options: ModeOptions) -> Modes:
+def resolve_modes(
+    scorer: str,
+    card: ModelCard | None,
+    options: ModeOptions,
+    language: str = "en",
+    backend: str | None = None,
+) -> Modes:
     """Resolve ``auto`` options against the judge's card (see the module docstring).
 
     Args:
         scorer: ``relevancy`` or ``similarity`` (which verdict model to read).
         card: the judge's model card (None: a model of your own, a replay or fake judge).
         options: the scorer's validated options.
+        language: the language of the prompts and texts.
+        backend: the judge's backend, when known (a card's read verdicts are fitted on one).
 
     Raises:
         ConfigurationError: ``scoring="expected"`` with generated verdicts (they carry no
-            probabilities).
+            probabilities); read verdicts in a language or on a backend their model was
+            not fitted for.
     """
     fitted = card is not None and card.verdicts is not None
     verdicts_mode: Literal["read", "generate"] = (
         ("read" if fitted else "generate") if options.verdicts == "auto" else options.verdicts
     )
     models = load_verdict_models(card) if verdicts_mode == "read" and card else None
+    if models is not None:
+        check_stamp(models.sources[scorer], scorer, models.of(scorer), language, backend)
     if options.scoring == "auto":
-        scoring_mode: Literal["hard", "expected"] = (
-            models.default_scoring(scorer) if models else "hard"
-        )
+        scoring_mode: Literal["hard", "expected"] = models.of(scorer).scoring if models else "hard"
     else:
         scoring_mode = options.scoring
     if scoring_mode == "expected" and verdicts_mode == "generate":

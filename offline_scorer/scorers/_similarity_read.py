@@ -10,18 +10,10 @@ from __future__ import annotations
 from typing import Any
 
 from offline_scorer._text import ground_truth_text
-from offline_scorer.judges.embeddings import shared_embedder
 from offline_scorer.pipeline._prompts import render_prompt
 from offline_scorer.pipeline._steps import Parts, Skip, StepContext
 from offline_scorer.scorers._features import token_f1
-from offline_scorer.scorers._split import aliases_of
-from offline_scorer.scorers._verdicts import (
-    SIMILARITY_LABELS,
-    VerdictModels,
-    best_label,
-    ordered,
-    similarity_evidence,
-)
+from offline_scorer.scorers._verdicts import SIMILARITY_LABELS, best_label, ordered
 
 TEMPLATES = "answer-similarity"
 
@@ -32,47 +24,6 @@ def whole_reference(ground_truth: Any) -> str:
     if isinstance(ground_truth, list) and all(isinstance(item, str) for item in ground_truth):
         return " / ".join(item.strip() for item in ground_truth if item.strip())
     return ground_truth_text(ground_truth) or ""
-
-
-def item_features(ground_truth: Any, output: str) -> dict[str, float]:
-    """The features of a whole similarity item, the same for each of its verdicts: the word
-    counts of the reference and of the answer as the match read shows them
-    (:func:`whole_reference`)."""
-    return {
-        "reference_words": float(len(whole_reference(ground_truth).split())),
-        "answer_words": float(len(output.split())),
-    }
-
-
-def read_with(models: VerdictModels) -> Any:
-    """The analyze step reading each reference unit's match from the fitted verdict model."""
-
-    def analyze(ctx: StepContext) -> dict[str, Any]:
-        units = ctx.preprocess_result
-        references, answers = units["ground_truth_units"], units["output_units"]
-        if not references:
-            return {"matches": [], "extra_in_output": [], "contradictions": []}
-        table: list[list[dict[str, float]]] = [[] for _ in references]
-        if answers:
-            evidence = unit_evidence(models, ctx)
-            item = item_features(ctx.ground_truth, ctx.output_text)
-            model = models.models.similarity
-            table = [[model.probabilities({**f, **item}) for f in row] for row in evidence]
-        return analysis_from(ctx.options.points(), references, answers, table)
-
-    return analyze
-
-
-def unit_evidence(models: VerdictModels, ctx: StepContext) -> list[list[dict[str, float]]]:
-    """The evidence of every (reference unit, answer unit) pair of a run."""
-    units = ctx.preprocess_result
-    return similarity_evidence(
-        shared_embedder(models.embedder),
-        [aliases_of(unit) or [unit] for unit in units["ground_truth_units"]],
-        units["output_units"],
-        ground_truth_text(ctx.ground_truth) or "",
-        ctx.output_text,
-    )
 
 
 def analysis_from(

@@ -5,12 +5,17 @@ for cards that ship a fitted verdict model the scorers READ verdicts instead of 
 them: for each verdict (relevancy: question x statement; similarity: reference unit x
 answer unit) the evidence - lexical overlap and containment, number and negation
 mismatches, answer type, sentence-embedding cosines of the pair and of the whole texts -
-goes through a multinomial logistic regression fitted on labelled data
-(``tools/fit_verdicts.py``, on ``../shared/train-data/`` only). The result is one
-probability per label; the hard verdict is the most probable label.
+goes through one multinomial logistic regression per card and scorer, fitted on labelled
+data (``tools/fit.py``, on ``../shared/train-data/`` only). For a card whose judge follows
+instructions, the judge's own read of the whole item, the verdict's statement or unit named
+in it, is one more input (``_judge_reads.py``). The result is one probability per label;
+the hard verdict is the most probable label.
 
 The fitted parameters are a JSON file next to the model card (never pickle), checked
-against the sha256 the card records before use. Everything here is deterministic: an item
+against the sha256 the card records before use, and stamped with what the inputs depend on
+(language, prompt templates, backend and dtype of the reads, the training pool): a run
+that differs is refused with the difference named. A scorer whose model is another
+card's names that card (``same_as``) instead of a copy. Everything here is deterministic: an item
 alone and inside any batch gives the same probabilities (each text is embedded alone and
 probabilities are rounded to :data:`PROBABILITY_DIGITS` decimals).
 """
@@ -23,21 +28,20 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
-from pathlib import Path
-from typing import Annotated, Any, Literal, Protocol
+from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from offline_scorer._exceptions import ModelLoadError
+from offline_scorer._exceptions import ConfigurationError, ModelLoadError
 from offline_scorer._resources import data_folder
-from offline_scorer.judges._cards import ModelCard
+from offline_scorer.judges._cards import ModelCard, get_model_card
 from offline_scorer.scorers._features import (
-    relevancy_features,
-    similarity_features_aliases,
-    token_f1,
+    RELEVANCY_INPUTS,
+    SIMILARITY_INPUTS,
+    lexical_inputs,
 )
 
-FORMAT = "offline-scorer-verdicts/1"
+FORMAT = "offline-scorer-verdicts/2"
 PROBABILITY_DIGITS = 4
 RELEVANCY_LABELS = ("yes", "unsure", "no")
 SIMILARITY_LABELS = ("exact", "semantic", "partial", "missing")
@@ -95,162 +99,131 @@ class LogisticModel(BaseModel):
         }
 
 
-class GateCondition(BaseModel):
-    """One condition on the way to a gated model's ``model``: a feature's range (both ends
-    included), or ``any_of``, a list of conditions of which at least one must hold."""
+class ReadSpec(BaseModel):
+    """The judge's read a verdict model takes as inputs: one prompt template, its labels.
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    feature: str | None = None
-    at_least: float | None = None
-    at_most: float | None = None
-    any_of: list[GateCondition] | None = Field(default=None, min_length=1)
-
-    def model_post_init(self, context: Any) -> None:
-        """Check that the condition is a range or a list, not both and not neither."""
-        if (self.feature is None) == (self.any_of is None):
-            raise ValueError(
-                "a gate condition names exactly one of: a feature (with at_least / at_most) "
-                "or any_of (a list of conditions)"
-            )
-        if self.any_of is not None and (self.at_least is not None or self.at_most is not None):
-            raise ValueError("a gate condition with any_of takes no range of its own")
-
-    @property
-    def features(self) -> list[str]:
-        """The features this condition reads."""
-        if self.any_of is None:
-            return [str(self.feature)]
-        return [name for condition in self.any_of for name in condition.features]
-
-    def holds(self, values: Mapping[str, float]) -> bool:
-        """Whether one verdict's features meet the condition."""
-        if self.any_of is not None:
-            return any(condition.holds(values) for condition in self.any_of)
-        value = float(values[str(self.feature)])
-        low_ok = self.at_least is None or value >= self.at_least
-        return low_ok and (self.at_most is None or value <= self.at_most)
-
-
-class GatedModel(BaseModel):
-    """Two verdict models over the same labels, one chosen per verdict by its features.
-
-    A verdict that meets every condition of ``when`` goes to ``model``, any other to
-    ``otherwise``. Either may be a gated model itself: the embedded card's sentence model
-    sits behind a second gate for pairs of short sentences (``SENTENCE_PAIR_GATE``), and the
-    0.5B card copies that pair model in front of its own within its item limits
-    (``tools/fit_card_verdicts.with_sentences``). Uses:
-
-    * the Qwen cards' similarity (``tools/fit_card_verdicts.py``): the match read was fitted
-      on short texts, so a gate on the item's ``reference_words`` and ``answer_words``
-      sends longer ones to a model without the read (the embedded card's); a gate on item
-      features only picks one model per item, so the scorer skips the read the other model
-      does not use (``_judge_reads.for_item``);
-    * the embedded card's similarity (``tools/fit_verdicts.py``, ``SENTENCE_GATE``) judges
-      two whole sentences of a short item (a paraphrase, a swapped name) apart from a short
-      reference inside a longer answer: one linear model over both learned from the
-      short-answer pool that an answer as long as its reference is only a partial match.
-      Its conditions mix a verdict's features (``min_tokens``, ``len_ratio``, ``ref_list``,
-      ``sentence_words``, the first two each ``any_of`` itself or two short sentences) and
-      the item's, so it picks a model per verdict. Behind it, two sentences of at most
-      twenty words a side go to a model fitted on such pairs alone, the rest to the
-      sentence model;
-    * the embedded card's relevancy (``tools/fit_verdicts.py``, ``FORUM_GATE``): an answer
-      of at least three words (``answer_words``, an item feature) goes to a model fitted
-      with the forum comments of train-data and the answer's length (``answer_len``); a
-      shorter one to the model fitted without them. The 0.5B card copies both.
+    Each verdict's read is the template rendered for that verdict, then the log-probability
+    of each label right after it, renormalised over the labels (``read_<label>`` inputs).
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    kind: Literal["gated"]
-    when: list[GateCondition] = Field(min_length=1)
-    model: Annotated[LogisticModel | GatedModel, Field(discriminator="kind")]
-    otherwise: Annotated[LogisticModel | GatedModel, Field(discriminator="kind")]
+    template: str
+    """``<scorer>/<step>``: ``prompts/<scorer>/<language>/<step>.jinja``."""
+    labels: list[str] = Field(min_length=2)
 
-    def model_post_init(self, context: Any) -> None:
-        """Check that both models name the same labels in the same order."""
-        if self.model.classes != self.otherwise.classes:
-            raise ValueError("the two models of a gated model need the same classes")
+
+class Stamp(BaseModel):
+    """What a verdict model's inputs depend on, as it was fitted; a run that differs in
+    language, prompts or backend is refused (:func:`check_stamp`)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    language: str
+    """The language of the texts it was fitted on (its lexical inputs are English)."""
+    prompts: dict[str, str]
+    """sha256 of each prompt template its read renders (path under ``prompts/``)."""
+    backend: str | None
+    """The backend the judge's reads were made with (None: the model reads no judge)."""
+    dtype: str | None
+    """The weights' dtype of those reads (None: no judge read)."""
+    pool: str
+    """sha256 of the training pool's manifest (the train-data files and their sha256)."""
+
+
+class ScorerModel(BaseModel):
+    """One scorer's verdict model as a verdict file holds it."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    model: LogisticModel
+    scoring: Scoring
+    embedder: str | None
+    """The sentence-embedding card behind ``cos`` / ``answer_cos`` (None: no such input)."""
+    read: ReadSpec | None
+    stamp: Stamp
+    fit: dict[str, Any]
+    """How it was fitted: the declared configuration, the examples, the grouped CV table."""
 
     @property
-    def classes(self) -> list[str]:
-        """The labels, in the models' order."""
-        return self.model.classes
-
-    @property
-    def features(self) -> list[str]:
-        """Every feature either model or a condition reads (each once)."""
-        names = [*self.model.features, *self.otherwise.features]
-        return list(dict.fromkeys([*names, *self.features_of_gate]))
-
-    @property
-    def features_of_gate(self) -> list[str]:
-        """The features the conditions of ``when`` read (each once)."""
-        return list(dict.fromkeys(f for c in self.when for f in c.features))
-
-    def holds(self, values: Mapping[str, float]) -> bool:
-        """Whether these features meet every condition (the verdict goes to ``model``)."""
-        return all(condition.holds(values) for condition in self.when)
-
-    def probabilities(self, values: Mapping[str, float]) -> dict[str, float]:
-        """Label probabilities for one verdict's features, from the model the gate picks."""
-        return (self.model if self.holds(values) else self.otherwise).probabilities(values)
+    def inputs(self) -> list[str]:
+        """The names of its inputs, in order."""
+        return self.model.features
 
 
-GatedModel.model_rebuild()
+class SameAs(BaseModel):
+    """A scorer whose model is another card's, referenced rather than copied."""
 
-VerdictModel = Annotated[LogisticModel | GatedModel, Field(discriminator="kind")]
-"""A fitted verdict model as a verdict file holds it (``kind`` says which)."""
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    same_as: str
+    """The card whose verdict file holds the model."""
 
 
-class VerdictModelSet(BaseModel):
+class VerdictFile(BaseModel):
     """The content of a card's verdict file."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    format: Literal["offline-scorer-verdicts/1"]
-    judge: str
-    embedder: str
-    scoring: dict[str, Scoring]
-    relevancy: VerdictModel
-    similarity: VerdictModel
-    training: dict[str, Any]
-    slice_check: dict[str, Any]
+    format: Literal["offline-scorer-verdicts/2"]
+    card: str
+    relevancy: ScorerModel | SameAs
+    similarity: ScorerModel | SameAs
 
 
 @dataclass(frozen=True)
 class VerdictModels:
-    """A loaded, checked verdict file."""
+    """A card's verdict models, loaded, checked, references followed."""
 
-    models: VerdictModelSet
-    path: Path
-    sha256: str
+    card: str
+    relevancy: ScorerModel
+    similarity: ScorerModel
+    sources: dict[str, str]
+    """Per scorer, the card whose file holds its model."""
 
-    @property
-    def embedder(self) -> str:
-        """The sentence-embedding card the features need."""
-        return self.models.embedder
-
-    def default_scoring(self, scorer: str) -> Scoring:
-        """The scoring the agreement figures chose for ``scorer`` (relevancy, similarity)."""
-        return self.models.scoring.get(scorer, "hard")
+    def of(self, scorer: str) -> ScorerModel:
+        """The model of ``relevancy`` or ``similarity``."""
+        return self.relevancy if scorer == "relevancy" else self.similarity
 
 
 def load_verdict_models(card: ModelCard) -> VerdictModels | None:
     """The verdict models of ``card`` (None when it ships none).
 
     Raises:
-        ModelLoadError: the file is missing, does not match the card's sha256, or is not a
-            valid verdict file (the message says which and what to do).
+        ModelLoadError: a file is missing, does not match its card's sha256, is not a valid
+            verdict file, or a prompt its reads depend on changed since the fit (the
+            message says which and what to do).
     """
     if card.verdicts is None:
         return None
-    return _load(card.name, card.verdicts.file, card.verdicts.sha256)
+    file = _load(card.name, card.verdicts.file, card.verdicts.sha256)
+    models: dict[str, ScorerModel] = {}
+    sources: dict[str, str] = {}
+    for scorer in ("relevancy", "similarity"):
+        entry = getattr(file, scorer)
+        if isinstance(entry, SameAs):
+            other = _referenced(card.name, entry.same_as)
+            entry, sources[scorer] = other.of(scorer), other.sources[scorer]
+        else:
+            sources[scorer] = card.name
+        _check_prompts(card.name, scorer, entry)
+        models[scorer] = entry
+    return VerdictModels(card.name, models["relevancy"], models["similarity"], sources)
+
+
+def _referenced(card_name: str, other: str) -> VerdictModels:
+    found = load_verdict_models(get_model_card(other)) if other != card_name else None
+    if found is None:
+        raise ModelLoadError(
+            f"The verdict file of model card '{card_name}' refers to the models of card "
+            f"'{other}', which ships none; reinstall offline-scorer or refit "
+            f"(python -m tools.fit --card {card_name})."
+        )
+    return found
 
 
 @lru_cache(maxsize=8)
-def _load(card_name: str, file: str, expected_sha256: str) -> VerdictModels:
+def _load(card_name: str, file: str, expected_sha256: str) -> VerdictFile:
     path = data_folder("models") / file
     if not path.is_file():
         raise ModelLoadError(
@@ -263,70 +236,130 @@ def _load(card_name: str, file: str, expected_sha256: str) -> VerdictModels:
         raise ModelLoadError(
             f"The verdict models of model card '{card_name}' ({path}) do not match the "
             f"sha256 in the card (found {digest[:16]}..., expected {expected_sha256[:16]}...): "
-            "the file was changed or damaged. Reinstall offline-scorer, or rerun "
-            "tools/fit_verdicts.py and update the card's sha256."
+            "the file was changed or damaged. Reinstall offline-scorer, or refit with "
+            f"python -m tools.fit --card {card_name} (it updates the card's sha256)."
         )
     try:
-        models = VerdictModelSet.model_validate(json.loads(data.decode("utf-8")))
+        return VerdictFile.model_validate(json.loads(data.decode("utf-8")))
     except (ValueError, ValidationError) as error:
         raise ModelLoadError(
             f"The verdict file {path} of model card '{card_name}' is not a valid "
             f"{FORMAT} file: {error}"
         ) from None
-    return VerdictModels(models, path, digest)
 
 
-# ------------------------------------------------------------------ evidence
+def template_sha256(name: str) -> str | None:
+    """sha256 of a shipped prompt template (``<scorer>/<language>/<step>.jinja``), or None
+    when there is no such file."""
+    path = data_folder("prompts") / name
+    return hashlib.sha256(path.read_bytes()).hexdigest() if path.is_file() else None
 
 
-def relevancy_evidence(
-    embedder: Cosine, question: str, statements: Sequence[str], answer: str
-) -> list[dict[str, float]]:
-    """The features of each (question, statement) verdict.
+def _check_prompts(card_name: str, scorer: str, model: ScorerModel) -> None:
+    for name, expected in model.stamp.prompts.items():
+        found = template_sha256(name)
+        if found != expected:
+            state = "is missing" if found is None else "changed"
+            raise ModelLoadError(
+                f"The {scorer} verdict model of card '{card_name}' reads the judge with the "
+                f"prompt template {name}, which {state} since the model was fitted (its "
+                "reads would no longer mean what the model learnt). Restore the template, "
+                f"or re-read the training examples and refit: python -m tools.read_training "
+                f"--card {card_name}, then python -m tools.fit --card {card_name}."
+            )
 
-    ``cos`` is the embedding cosine of question and statement, ``answer_cos`` that of the
-    question and the whole answer (the statement's context); ``answer_words`` counts the
-    whole answer's words (split on white space) and ``answer_len`` is its log (1 + words):
-    the embedded card's relevancy gate and the model behind it read them.
+
+def check_stamp(
+    card_name: str, scorer: str, model: ScorerModel, language: str, backend: str | None
+) -> None:
+    """Refuse a run whose language or judge backend differs from what ``model`` was fitted
+    with (the prompts are checked when the file loads).
+
+    Raises:
+        ConfigurationError: the message names the difference and what to do.
     """
-    answer_cos = embedder.cosine(question, answer)
-    words = float(len(answer.split()))
+    stamp = model.stamp
+    if language != stamp.language:
+        raise ConfigurationError(
+            f"The {scorer} verdict model of card '{card_name}' was fitted on "
+            f"{stamp.language!r} texts (its lexical inputs and prompts are of that language), "
+            f"so it cannot judge language={language!r}. Pass verdicts='generate' (the judge "
+            f"writes each verdict from the {language!r} prompts), or fit a verdict model for "
+            f"{language!r} (python -m tools.fit)."
+        )
+    if model.read is not None and backend is not None and backend != stamp.backend:
+        raise ConfigurationError(
+            f"The {scorer} verdict model of card '{card_name}' was fitted on reads made by the "
+            f"{stamp.backend!r} backend, and this judge runs on {backend!r}: reads differ "
+            f"between backends. Use backend={stamp.backend!r}, or re-read the training "
+            "examples with this backend and refit (python -m tools.read_training, then "
+            "python -m tools.fit)."
+        )
+
+
+# ------------------------------------------------------------------ inputs
+
+
+def relevancy_inputs(
+    names: Sequence[str],
+    embedder: Cosine | None,
+    question: str,
+    statements: Sequence[str],
+    answer: str,
+) -> list[dict[str, float]]:
+    """The inputs ``names`` of each (question, statement) verdict, but the judge's read:
+    lexical inputs, ``cos`` (question x statement), ``answer_cos`` (question x whole
+    answer) and ``answer_len`` (log of 1 + the answer's words), each only if named."""
+    shared: dict[str, float] = {}
+    if "answer_cos" in names:
+        shared["answer_cos"] = _embedder(embedder).cosine(question, answer)
+    if "answer_len" in names:
+        shared["answer_len"] = math.log1p(len(answer.split()))
     rows = []
     for statement in statements:
-        features = relevancy_features(question, statement, embedder.cosine(question, statement))
-        features["answer_cos"] = answer_cos
-        features["answer_words"] = words
-        features["answer_len"] = math.log1p(words)
-        rows.append(features)
+        row = lexical_inputs(RELEVANCY_INPUTS, names, question, statement)
+        if "cos" in names:
+            row["cos"] = _embedder(embedder).cosine(question, statement)
+        rows.append({**row, **shared})
     return rows
 
 
-def similarity_evidence(
-    embedder: Cosine,
+def similarity_inputs(
+    names: Sequence[str],
+    embedder: Cosine | None,
     groups: Sequence[Sequence[str]],
     units: Sequence[str],
-    reference: str,
-    answer: str,
 ) -> list[list[dict[str, float]]]:
-    """The features of each (reference unit, answer unit) pair, per reference unit.
-
-    A reference unit may have several aliases: the pair's features are those of the
-    best-matching alias. ``text_cos`` and ``text_f1`` compare the whole reference and answer
-    (embedding cosine, token F1): the context of every pair.
-    """
-    text_cos = embedder.cosine(reference, answer)
-    text_f1 = token_f1(answer, reference)
+    """The inputs ``names`` of each (reference unit, answer unit) pair, per reference unit,
+    but the judge's read. A reference unit with several aliases is compared through the
+    alias that matches best (containment, token F1 and, when named, the cosine)."""
+    wanted = [*names, "cont_ab", "tok_f1"]
     table = []
     for aliases in groups:
         row = []
         for unit in units:
-            cosines = [embedder.cosine(alias, unit) for alias in aliases]
-            features = similarity_features_aliases(list(aliases), unit, cosines)
-            features["text_cos"] = text_cos
-            features["text_f1"] = text_f1
-            row.append(features)
+            scored = []
+            for alias in aliases or [""]:
+                values = lexical_inputs(SIMILARITY_INPUTS, wanted, alias, unit)
+                if "cos" in names:
+                    values["cos"] = _embedder(embedder).cosine(alias, unit)
+                scored.append(values)
+            best = max(
+                range(len(scored)),
+                key=lambda i: (
+                    scored[i]["cont_ab"] + scored[i]["tok_f1"] + scored[i].get("cos", 0.0),
+                    -i,
+                ),
+            )
+            row.append({name: scored[best][name] for name in names if name in scored[best]})
         table.append(row)
     return table
+
+
+def _embedder(embedder: Cosine | None) -> Cosine:
+    if embedder is None:
+        raise ConfigurationError("This verdict model reads an embedding cosine: pass an embedder.")
+    return embedder
 
 
 def ordered(probabilities: Mapping[str, float], labels: Sequence[str]) -> dict[str, float]:
