@@ -14,6 +14,7 @@ import json
 import shutil
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -139,6 +140,15 @@ QUESTION = "How many legs does a spider have?"
 ANSWER = "A spider has eight legs. Stock markets fell sharply on Monday."
 
 
+def context_prompts(statements: list[str]) -> list[Any]:
+    """The relevancy reads of ANSWER's statements, as the card's model takes them."""
+    shown = {"input": QUESTION, "output": ANSWER}
+    return [
+        render_prompt("answer-relevancy", "en", "context", {**shown, "statement": s})
+        for s in statements
+    ]
+
+
 def test_relevancy_reads_each_statement_with_the_whole_answer_in_view(
     reads_card: str, judge: TransformersJudge
 ) -> None:
@@ -148,15 +158,7 @@ def test_relevancy_reads_each_statement_with_the_whole_answer_in_view(
     statements = result.preprocess_step_result["statements"]
     assert len(statements) == 2
     assert label_calls(judge) == [2]  # one read per statement
-    prompts = [
-        render_prompt(
-            "answer-relevancy",
-            "en",
-            "context",
-            {"input": QUESTION, "output": ANSWER, "statement": s},
-        )
-        for s in statements
-    ]
+    prompts = context_prompts(statements)
     # Each prompt shows the whole answer, then names its statement in a message of its own.
     for prompt, statement in zip(prompts, statements, strict=True):
         assert ANSWER in prompt[1]["content"]
@@ -178,15 +180,7 @@ def test_the_reads_of_one_item_share_its_prefix_and_read_as_a_full_pass_does(
     judge: TransformersJudge,
 ) -> None:
     statements = ["A spider has eight legs.", "Stock markets fell sharply on Monday."]
-    prompts = [
-        render_prompt(
-            "answer-relevancy",
-            "en",
-            "context",
-            {"input": QUESTION, "output": ANSWER, "statement": s},
-        )
-        for s in statements
-    ]
+    prompts = context_prompts(statements)
     encoded = [judge._encode(i, p) for i, p in enumerate(prompts)]
     # The shared part is the system block and the item: longer than the system block, the
     # same tokens for both reads, and a prefix of each.
