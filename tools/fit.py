@@ -48,7 +48,14 @@ from offline_scorer.toolkit import (
     similarity_inputs,
     template_sha256,
 )
-from tools.read_training import load_reads, pool, reads_path
+from tools.read_training import (
+    KINDS,
+    SHIPPED_KIND,
+    load_reads,
+    pool,
+    read_labels,
+    reads_path,
+)
 from tools.verdict_training import REL_CLASSES, SIM_CLASSES, TRAIN, dumps_params, fit, fold_of
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -437,12 +444,34 @@ def _differences(where: str, a: Any, b: Any, rel: float) -> list[str]:
     return [] if a == b else [f"{where}: {a!r} != {b!r}"]
 
 
+def with_read(scorer: str, config: dict[str, Any], dtype: str) -> dict[str, Any]:
+    """A configuration whose candidates also hold the read the scorer's card models take."""
+    kind = SHIPPED_KIND[scorer]
+    labels = read_labels(kind, scorer)
+    read = {
+        "template": f"answer-{scorer}/{KINDS[kind][0]}",
+        "labels": labels,
+        "kind": kind,
+        "backend": "transformers",
+        "dtype": dtype,
+    }
+    reads = [f"read_{label}" for label in labels]
+    return {**config, "read": read, "candidates": [*candidates(scorer, config), *reads]}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--card", required=True)
     parser.add_argument("--train", type=Path, default=TRAIN)
     parser.add_argument("--select", choices=["relevancy", "similarity"], default=None)
     parser.add_argument("--check", action="store_true", help="refit the slices and compare")
+    parser.add_argument(
+        "--with-read",
+        metavar="DTYPE",
+        default=None,
+        help="with --select: add the judge's read (stored in tools/reads/ in this dtype) to "
+        "the candidates, on the examples read: does the card's judge add anything?",
+    )
     args = parser.parse_args(argv)
     if args.check:
         problems = check(args.card, args.train)
@@ -450,6 +479,8 @@ def main(argv: list[str] | None = None) -> int:
         return 1 if problems else 0
     if args.select:
         config = card_config(args.card)[args.select]
+        if args.with_read:
+            config = with_read(args.select, config, args.with_read)
         examples, rows = matrix(args.select, config, pool(args.train)[args.select], args.card)
         log(f"{args.card} {args.select}: stepwise selection over {len(examples)} examples")
         print(json.dumps(stepwise_selection(args.select, config, examples, rows), indent=1))
