@@ -140,9 +140,8 @@ def similarity_step(
         references, answers = units["ground_truth_units"], units["output_units"]
         groups = [aliases(unit) or [unit] for unit in references]
         table = similarity_inputs(model.inputs, embedder_of(model), groups, answers)
-        if parts:
-            reads = parts if len(parts) == len(references) else parts * len(references)
-            for row, read in zip(table, reads, strict=True):
+        if parts:  # one read per reference unit (a one-unit reference: the whole item)
+            for row, read in zip(table, parts, strict=True):
                 extra = read_features(read.labels, read.logprobs)
                 for cell in row:
                     cell.update(extra)
